@@ -1,0 +1,12 @@
+//! Raw shared-memory and process pieces of onesided. Every `unsafe` block of the project lives
+//! in this crate or in `fabric/`; what it exports is safe to call.
+
+pub mod cleanup;
+pub mod cma;
+pub mod futex;
+pub mod mem;
+pub mod process;
+pub mod segment;
+
+pub use mem::{Mem, OutOfRange};
+pub use segment::Segment;

@@ -1,0 +1,251 @@
+//! `Mem`: a bounds-checked view of bytes that other processes may read and write concurrently.
+//!
+//! A `Mem` behaves like `&[UnsafeCell<u8>]` shared with other processes: it hands out no
+//! references to its bytes, only copies in and out and atomic words. Every access checks its
+//! range first, so an out-of-range access never touches memory.
+
+use crate::segment::Segment;
+use std::alloc::Layout;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+/// An access outside a `Mem`'s bounds (or misaligned for an atomic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfRange {
+    /// Requested byte offset.
+    pub offset: usize,
+    /// Requested length in bytes.
+    pub len: usize,
+    /// Length of the view.
+    pub limit: usize,
+}
+
+#[derive(Debug)]
+struct HeapBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl Drop for HeapBuf {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` was returned by `alloc_zeroed(layout)` and is freed exactly once here.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Owner {
+    Segment { _keep: Arc<Segment> },
+    Heap { _keep: Arc<HeapBuf> },
+    Borrowed,
+}
+
+/// A view of `len` bytes: a shared-memory segment, a heap block, or a slice lent by the user.
+#[derive(Debug, Clone)]
+pub struct Mem<'a> {
+    ptr: NonNull<u8>,
+    len: usize,
+    _owner: Owner,
+    _life: PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: the bytes are owned by the segment/heap block kept alive by `_owner`, or lent for 'a;
+// moving the view to another thread moves no aliasing `&mut`. `Mem` is deliberately not `Sync`.
+unsafe impl Send for Mem<'_> {}
+
+impl Mem<'static> {
+    /// The whole mapped segment.
+    pub fn from_segment(seg: Arc<Segment>) -> Mem<'static> {
+        Mem {
+            ptr: seg.ptr(),
+            len: seg.len(),
+            _owner: Owner::Segment { _keep: seg },
+            _life: PhantomData,
+        }
+    }
+
+    /// A zero-filled heap block of `len` bytes aligned to `align` (a power of two).
+    pub fn alloc(len: usize, align: usize) -> Option<Mem<'static>> {
+        let layout = Layout::from_size_align(len.max(1), align).ok()?;
+        // SAFETY: `layout` has a non-zero size.
+        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
+        Some(Mem {
+            ptr,
+            len,
+            _owner: Owner::Heap {
+                _keep: Arc::new(HeapBuf { ptr, layout }),
+            },
+            _life: PhantomData,
+        })
+    }
+}
+
+impl<'a> Mem<'a> {
+    /// Lend a slice of the caller's memory for `'a`.
+    pub fn from_slice(s: &'a mut [u8]) -> Mem<'a> {
+        Mem {
+            // A slice's pointer is never null (dangling but aligned when empty).
+            ptr: NonNull::from(&mut *s).cast(),
+            len: s.len(),
+            _owner: Owner::Borrowed,
+            _life: PhantomData,
+        }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The address of the first byte in this process (an identity for keys and CMA, not a pointer
+    /// to dereference).
+    pub fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<(), OutOfRange> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(OutOfRange {
+                offset,
+                len,
+                limit: self.len,
+            }),
+        }
+    }
+
+    /// The sub-view `[offset, offset + len)`.
+    pub fn sub(&self, offset: usize, len: usize) -> Result<Mem<'a>, OutOfRange> {
+        self.check(offset, len)?;
+        Ok(Mem {
+            // SAFETY: `offset <= self.len` was checked, so the pointer stays inside the block.
+            ptr: unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(offset)) },
+            len,
+            _owner: self._owner.clone(),
+            _life: PhantomData,
+        })
+    }
+
+    /// Copy `src` into the view at `offset`.
+    #[inline]
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), OutOfRange> {
+        self.check(offset, src.len())?;
+        // SAFETY: the range is inside the view; `src` is a Rust slice and cannot overlap shared
+        // window memory except through another `Mem`, which never lends references.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
+        };
+        Ok(())
+    }
+
+    /// Copy bytes at `offset` into `dst`.
+    #[inline]
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), OutOfRange> {
+        self.check(offset, dst.len())?;
+        // SAFETY: the range is inside the view and `dst` is an exclusive Rust slice.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
+        Ok(())
+    }
+
+    /// Copy `len` bytes from `self[src_off..]` to `dst[dst_off..]` (the two may be the same view).
+    pub fn copy_to(
+        &self,
+        src_off: usize,
+        dst: &Mem<'_>,
+        dst_off: usize,
+        len: usize,
+    ) -> Result<(), OutOfRange> {
+        self.check(src_off, len)?;
+        dst.check(dst_off, len)?;
+        // SAFETY: both ranges were checked; `copy` allows overlap.
+        unsafe {
+            std::ptr::copy(
+                self.ptr.as_ptr().add(src_off),
+                dst.ptr.as_ptr().add(dst_off),
+                len,
+            )
+        };
+        Ok(())
+    }
+
+    /// The 8-byte atomic word at `offset` (which must be 8-aligned in memory).
+    #[inline]
+    pub fn atomic_u64(&self, offset: usize) -> Result<&AtomicU64, OutOfRange> {
+        self.check(offset, 8)?;
+        // SAFETY: in range; alignment checked just below before the reference is made.
+        let p = unsafe { self.ptr.as_ptr().add(offset) };
+        if p as usize % 8 != 0 {
+            return Err(OutOfRange {
+                offset,
+                len: 8,
+                limit: self.len,
+            });
+        }
+        // SAFETY: in range, aligned, and the memory lives as long as `self`; all concurrent
+        // accessors of these control words use atomics.
+        Ok(unsafe { AtomicU64::from_ptr(p.cast()) })
+    }
+
+    /// The 4-byte atomic word at `offset` (4-aligned), e.g. for futex waits.
+    #[inline]
+    pub fn atomic_u32(&self, offset: usize) -> Result<&AtomicU32, OutOfRange> {
+        self.check(offset, 4)?;
+        // SAFETY: in range; alignment checked below.
+        let p = unsafe { self.ptr.as_ptr().add(offset) };
+        if p as usize % 4 != 0 {
+            return Err(OutOfRange {
+                offset,
+                len: 4,
+                limit: self.len,
+            });
+        }
+        // SAFETY: in range, aligned, lives as long as `self`.
+        Ok(unsafe { AtomicU32::from_ptr(p.cast()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_range_touches_nothing() {
+        let mut buf = [7u8; 16];
+        let m = Mem::from_slice(&mut buf);
+        assert!(m.write(12, &[1, 2, 3, 4, 5]).is_err());
+        assert!(m.write(usize::MAX, &[1]).is_err());
+        m.write(12, &[1, 2, 3, 4]).unwrap();
+        let mut out = [0u8; 4];
+        assert!(m.read(13, &mut out).is_err());
+        m.read(12, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3, 4]);
+        drop(m);
+        assert_eq!(&buf[..12], &[7u8; 12]);
+    }
+
+    #[test]
+    fn heap_atomics_are_aligned() {
+        let m = Mem::alloc(64, 64).unwrap();
+        m.atomic_u64(8)
+            .unwrap()
+            .store(5, std::sync::atomic::Ordering::Relaxed);
+        assert!(m.atomic_u64(4).is_err());
+        assert!(m.atomic_u64(60).is_err());
+        let mut out = [0u8; 8];
+        m.read(8, &mut out).unwrap();
+        assert_eq!(u64::from_ne_bytes(out), 5);
+    }
+}

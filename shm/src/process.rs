@@ -1,0 +1,193 @@
+//! Operating-system process helpers of the launcher and the ranks: liveness checks, signals,
+//! parent-death signals for children, termination-signal capture and ptrace permission.
+//!
+//! Everything exported here is safe to call; the `unsafe` FFI stays inside this module.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// `SIGINT`: interrupt from the terminal.
+pub const SIGINT: i32 = libc::SIGINT;
+/// `SIGTERM`: polite termination request.
+pub const SIGTERM: i32 = libc::SIGTERM;
+/// `SIGKILL`: uncatchable kill.
+pub const SIGKILL: i32 = libc::SIGKILL;
+/// `SIGHUP`: the controlling terminal went away.
+pub const SIGHUP: i32 = libc::SIGHUP;
+
+/// Converts a pid to the kernel type, refusing 0 and values that would address process groups.
+fn to_pid(pid: u32) -> Option<libc::pid_t> {
+    libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)
+}
+
+/// Whether a process with this pid exists (it may be a zombie). `kill(pid, 0)` succeeds, or fails
+/// with `EPERM` (exists but belongs to another user). Pid 0 and out-of-range pids are not alive.
+#[must_use]
+pub fn pid_alive(pid: u32) -> bool {
+    let Some(pid) = to_pid(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 only checks for existence and permission; it has no memory effects.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Sends signal `sig` to process `pid`. Pid 0 and out-of-range pids are refused with
+/// `InvalidInput` (they would address process groups).
+pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
+    let pid = to_pid(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: kill has no memory effects; the pid was checked to name a single process.
+    if unsafe { libc::kill(pid, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The name of a signal, e.g. `Some("SIGKILL")` for 9, or `None` for numbers without a name.
+#[must_use]
+pub fn signal_name(sig: i32) -> Option<&'static str> {
+    const NAMES: &[(i32, &str)] = &[
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGILL, "SIGILL"),
+        (libc::SIGTRAP, "SIGTRAP"),
+        (libc::SIGABRT, "SIGABRT"),
+        (libc::SIGBUS, "SIGBUS"),
+        (libc::SIGFPE, "SIGFPE"),
+        (libc::SIGKILL, "SIGKILL"),
+        (libc::SIGUSR1, "SIGUSR1"),
+        (libc::SIGSEGV, "SIGSEGV"),
+        (libc::SIGUSR2, "SIGUSR2"),
+        (libc::SIGPIPE, "SIGPIPE"),
+        (libc::SIGALRM, "SIGALRM"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGCHLD, "SIGCHLD"),
+        (libc::SIGCONT, "SIGCONT"),
+        (libc::SIGSTOP, "SIGSTOP"),
+        (libc::SIGTSTP, "SIGTSTP"),
+        (libc::SIGTTIN, "SIGTTIN"),
+        (libc::SIGTTOU, "SIGTTOU"),
+        (libc::SIGURG, "SIGURG"),
+        (libc::SIGXCPU, "SIGXCPU"),
+        (libc::SIGXFSZ, "SIGXFSZ"),
+        (libc::SIGVTALRM, "SIGVTALRM"),
+        (libc::SIGPROF, "SIGPROF"),
+        (libc::SIGWINCH, "SIGWINCH"),
+        (libc::SIGIO, "SIGIO"),
+        (libc::SIGSYS, "SIGSYS"),
+    ];
+    NAMES
+        .iter()
+        .find(|&&(n, _)| n == sig)
+        .map(|&(_, name)| name)
+}
+
+/// Makes the child that `cmd` will start receive `SIGKILL` when the thread that spawned it
+/// exits (in practice: when the launcher dies, even by `SIGKILL`). If the parent is already gone
+/// when the child sets this up, the child fails to start instead of running orphaned.
+pub fn kill_on_parent_death(cmd: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: the hook runs in the forked child before exec; it only makes the async-signal-safe
+    // system calls prctl and getppid and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || set_death_signal(parent));
+    }
+}
+
+/// Pre-exec body of [`kill_on_parent_death`]: async-signal-safe, no allocation.
+fn set_death_signal(parent: u32) -> io::Result<()> {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number and touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getppid cannot fail and has no memory effects.
+    let ppid = unsafe { libc::getppid() };
+    if u32::try_from(ppid).ok() != Some(parent) {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(())
+}
+
+/// Allows any process of the same user to ptrace this one (Yama `PR_SET_PTRACER_ANY`), which
+/// `process_vm_readv`/`process_vm_writev` from sibling ranks need under Yama scope 1.
+/// Succeeds without effect on kernels without Yama (`EINVAL`).
+pub fn allow_ptrace_from_any() -> io::Result<()> {
+    // SAFETY: PR_SET_PTRACER takes a pid-like value and touches no memory of ours.
+    let rc = unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EINVAL) {
+        Ok(())
+    } else {
+        Err(err)
+    }
+}
+
+/// The last termination signal caught while a [`TerminationSignals`] is installed (0: none).
+static CAUGHT: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn record_signal(sig: libc::c_int) {
+    CAUGHT.store(sig, Ordering::SeqCst);
+}
+
+/// While alive, `SIGINT`, `SIGTERM` and `SIGHUP` do not kill the process but are recorded, to be
+/// collected with [`TerminationSignals::take`]. Signals that were ignored when it was installed
+/// stay ignored. Dropping it restores the previous dispositions. Install one at a time.
+pub struct TerminationSignals {
+    previous: Vec<(libc::c_int, libc::sigaction)>,
+}
+
+impl TerminationSignals {
+    /// Installs the recording handler for `SIGINT`, `SIGTERM` and `SIGHUP`.
+    pub fn install() -> io::Result<TerminationSignals> {
+        CAUGHT.store(0, Ordering::SeqCst);
+        let mut installed = TerminationSignals {
+            previous: Vec::new(),
+        };
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: sigaction is a plain C struct for which all-zero bytes are a valid value.
+            let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+            action.sa_sigaction = record_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            // SAFETY: sigemptyset initializes the mask inside our own, valid sigaction.
+            unsafe { libc::sigemptyset(&raw mut action.sa_mask) };
+            // SAFETY: as above: all-zero bytes are a valid sigaction; it receives the old one.
+            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: both pointers are to valid sigaction values we own; the handler only
+            // stores to an atomic, which is async-signal-safe.
+            if unsafe { libc::sigaction(sig, &raw const action, &raw mut old) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if old.sa_sigaction == libc::SIG_IGN {
+                // SAFETY: restores the disposition just read into `old`, a valid sigaction.
+                unsafe { libc::sigaction(sig, &raw const old, std::ptr::null_mut()) };
+            } else {
+                installed.previous.push((sig, old));
+            }
+        }
+        Ok(installed)
+    }
+
+    /// The signal caught since the last call, if any.
+    pub fn take(&self) -> Option<i32> {
+        match CAUGHT.swap(0, Ordering::SeqCst) {
+            0 => None,
+            sig => Some(sig),
+        }
+    }
+}
+
+impl Drop for TerminationSignals {
+    fn drop(&mut self) {
+        for (sig, old) in &self.previous {
+            // SAFETY: restores a disposition previously returned by sigaction, a valid value.
+            unsafe { libc::sigaction(*sig, std::ptr::from_ref(old), std::ptr::null_mut()) };
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Errors with their MPI error class.
+//!
+//! Every misuse MPI names returns an [`Error`] whose [`Error::class`] is the MPI error class
+//! (`MPI_ERR_RMA_SYNC`, `MPI_ERR_RMA_RANGE`, ...). Nothing in the library panics on misuse.
+//!
+//! # MPI-4.1: 9.4 (error classes), 12.8 (RMA error classes)
+
+use std::fmt;
+
+/// MPI error classes that onesided returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// Invalid or freed window.
+    Win,
+    /// Bad base pointer (free_mem / detach of memory not allocated / attached).
+    Base,
+    /// Negative or impossible size.
+    Size,
+    /// Bad displacement unit or displacement.
+    Disp,
+    /// Lock type neither shared nor exclusive.
+    LockType,
+    /// Assert bits the call does not accept.
+    Assert,
+    /// Synchronization misuse: operation outside an epoch, unlock without lock, ...
+    RmaSync,
+    /// Target range outside the target's window.
+    RmaRange,
+    /// Memory cannot be attached.
+    RmaAttach,
+    /// Shared-memory window over processes that cannot share memory.
+    RmaShared,
+    /// Call not valid for the window's flavor.
+    RmaFlavor,
+    /// Out of memory.
+    NoMem,
+    /// Rank outside the group.
+    Rank,
+    /// Invalid group.
+    Group,
+    /// Invalid reduction operation.
+    Op,
+    /// Invalid element type for the operation.
+    Type,
+    /// Invalid count.
+    Count,
+    /// Invalid info key or value.
+    Info,
+    /// Invalid argument of another kind.
+    Arg,
+    /// A peer process failed (died or left the job) while it was needed.
+    ProcFailed,
+    /// Operating-system or transport error.
+    Other,
+    /// Internal error: a bug in onesided.
+    Intern,
+}
+
+impl ErrorClass {
+    /// The MPI name of the class, e.g. `MPI_ERR_RMA_SYNC`.
+    pub fn mpi_name(self) -> &'static str {
+        match self {
+            ErrorClass::Win => "MPI_ERR_WIN",
+            ErrorClass::Base => "MPI_ERR_BASE",
+            ErrorClass::Size => "MPI_ERR_SIZE",
+            ErrorClass::Disp => "MPI_ERR_DISP",
+            ErrorClass::LockType => "MPI_ERR_LOCKTYPE",
+            ErrorClass::Assert => "MPI_ERR_ASSERT",
+            ErrorClass::RmaSync => "MPI_ERR_RMA_SYNC",
+            ErrorClass::RmaRange => "MPI_ERR_RMA_RANGE",
+            ErrorClass::RmaAttach => "MPI_ERR_RMA_ATTACH",
+            ErrorClass::RmaShared => "MPI_ERR_RMA_SHARED",
+            ErrorClass::RmaFlavor => "MPI_ERR_RMA_FLAVOR",
+            ErrorClass::NoMem => "MPI_ERR_NO_MEM",
+            ErrorClass::Rank => "MPI_ERR_RANK",
+            ErrorClass::Group => "MPI_ERR_GROUP",
+            ErrorClass::Op => "MPI_ERR_OP",
+            ErrorClass::Type => "MPI_ERR_TYPE",
+            ErrorClass::Count => "MPI_ERR_COUNT",
+            ErrorClass::Info => "MPI_ERR_INFO",
+            ErrorClass::Arg => "MPI_ERR_ARG",
+            ErrorClass::ProcFailed => "MPI_ERR_PROC_FAILED",
+            ErrorClass::Other => "MPI_ERR_OTHER",
+            ErrorClass::Intern => "MPI_ERR_INTERN",
+        }
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.mpi_name())
+    }
+}
+
+/// An error of onesided: an MPI error class and a message saying what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    class: ErrorClass,
+    msg: String,
+}
+
+impl Error {
+    /// An error of `class` described by `msg`.
+    pub fn new(class: ErrorClass, msg: impl Into<String>) -> Error {
+        Error {
+            class,
+            msg: msg.into(),
+        }
+    }
+
+    /// The MPI error class.
+    pub fn class(&self) -> ErrorClass {
+        self.class
+    }
+
+    /// The message, without the class.
+    pub fn message(&self) -> &str {
+        &self.msg
+    }
+
+    /// An operating-system error while doing `what`.
+    pub fn os(what: &str, err: std::io::Error) -> Error {
+        let class = match err.raw_os_error() {
+            Some(libc_enomem) if libc_enomem == 12 => ErrorClass::NoMem,
+            _ => ErrorClass::Other,
+        };
+        Error::new(class, format!("{what}: {err}"))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.class, self.msg)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Result of onesided calls.
+pub type Result<T> = std::result::Result<T, Error>;

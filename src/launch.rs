@@ -1,0 +1,328 @@
+//! The launcher, `onesided run -n N PROGRAM ARGS...`: starts a job of N ranks on this machine.
+//!
+//! It starts a bootstrap [`Hub`], then N processes of PROGRAM, each with the parent's
+//! environment plus the `ONESIDED_*` variables of [`crate::boot`]. It waits for all of them.
+//! When a rank exits with a non-zero status or dies by a signal, it says so on stderr, tells the
+//! hub (so the other ranks' collectives fail instead of hanging), stops the other ranks
+//! (`SIGTERM`, then `SIGKILL` after a grace period) and exits with the rank's status, or
+//! 128 + the signal number. `SIGINT`, `SIGTERM` and `SIGHUP` sent to the launcher are forwarded
+//! to the ranks in the same way. Ranks are killed by the kernel if the launcher dies.
+//!
+//! Every way out removes the job's shared-memory segments; at start, segments of jobs whose
+//! launcher is gone are removed too.
+
+use std::ffi::OsString;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use onesided_shm::cleanup;
+use onesided_shm::process::{self, SIGKILL, SIGTERM, TerminationSignals};
+
+use crate::boot::{self, Hub, Secret};
+use crate::error::{Error, ErrorClass, Result};
+
+/// How often the launcher looks at its ranks and at caught signals.
+const POLL: Duration = Duration::from_millis(10);
+/// How long stopped ranks get between `SIGTERM` and `SIGKILL`.
+const GRACE: Duration = Duration::from_secs(1);
+
+/// Command-line arguments of `onesided run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Number of ranks to start.
+    #[arg(short = 'n', long = "np", value_name = "N")]
+    pub n: usize,
+    /// Prefix every line the ranks print with "[RANK] ".
+    #[arg(long)]
+    pub tag_output: bool,
+    /// Pretend the ranks run on K nodes: rank r gets ONESIDED_NODE=sim<r*K/N>.
+    #[arg(long, value_name = "K")]
+    pub simulate_nodes: Option<usize>,
+    /// The program to run, followed by its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// A job to launch.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Number of ranks.
+    pub n: usize,
+    /// Program every rank runs (looked up in `PATH` if it has no `/`).
+    pub program: PathBuf,
+    /// Arguments of the program.
+    pub args: Vec<OsString>,
+    /// Prefix every output line with "[RANK] ".
+    pub tag_output: bool,
+    /// Simulate this many nodes (sets `ONESIDED_NODE`).
+    pub simulate_nodes: Option<usize>,
+    /// Extra environment variables of the ranks, set after (so overriding) the `ONESIDED_*` ones.
+    pub extra_env: Vec<(String, String)>,
+}
+
+/// Runs `onesided run` with parsed arguments; returns the process exit code. Errors are printed
+/// to stderr as `onesided run: <error>`.
+pub fn run_cli(args: RunArgs) -> i32 {
+    let mut command = args.command.into_iter();
+    let Some(program) = command.next() else {
+        eprintln!("onesided run: no program given");
+        return 2;
+    };
+    let job = Job {
+        n: args.n,
+        program: PathBuf::from(program),
+        args: command.collect(),
+        tag_output: args.tag_output,
+        simulate_nodes: args.simulate_nodes,
+        extra_env: Vec::new(),
+    };
+    match run(&job) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("onesided run: {e}");
+            1
+        }
+    }
+}
+
+/// Runs `job` to completion and returns the exit code the launcher exits with: 0 if every
+/// rank exited with status 0, otherwise that of the first failure (its status, or 128 + its
+/// signal, or 128 + a signal the launcher received). Errors are failures to start the job.
+pub fn run(job: &Job) -> Result<i32> {
+    if job.n == 0 || u32::try_from(job.n).is_err() {
+        return Err(Error::new(
+            ErrorClass::Arg,
+            format!("invalid rank count {}", job.n),
+        ));
+    }
+    if job.simulate_nodes == Some(0) {
+        return Err(Error::new(
+            ErrorClass::Arg,
+            "--simulate-nodes must be at least 1",
+        ));
+    }
+    if let Err(e) = cleanup::remove_stale_segments() {
+        eprintln!("onesided run: warning: removing stale shared-memory segments: {e}");
+    }
+    let (secret, job_id) = fresh_identity()?;
+    let signals =
+        TerminationSignals::install().map_err(|e| Error::os("installing signal handlers", e))?;
+    let hub = Hub::start(job.n, secret)?;
+    let result = supervise(job, &hub, &secret, &job_id, &signals);
+    drop(hub);
+    if let Err(e) = cleanup::remove_job_segments(&job_id) {
+        eprintln!("onesided run: warning: removing the job's shared-memory segments: {e}");
+    }
+    result
+}
+
+/// A fresh random secret and job id `<pid>-<8 hex digits>`.
+fn fresh_identity() -> Result<(Secret, String)> {
+    let mut random = [0u8; boot::SECRET_LEN + 4];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut random))
+        .map_err(|e| Error::os("reading /dev/urandom", e))?;
+    let mut secret = [0u8; boot::SECRET_LEN];
+    secret.copy_from_slice(&random[..boot::SECRET_LEN]);
+    let job_id = format!(
+        "{}-{}",
+        std::process::id(),
+        boot::to_hex(&random[boot::SECRET_LEN..])
+    );
+    Ok((secret, job_id))
+}
+
+/// One started rank.
+struct Rank {
+    child: Child,
+    status: Option<ExitStatus>,
+}
+
+/// Starts the ranks and waits for them.
+fn supervise(
+    job: &Job,
+    hub: &Hub,
+    secret: &Secret,
+    job_id: &str,
+    signals: &TerminationSignals,
+) -> Result<i32> {
+    let mut ranks = Vec::with_capacity(job.n);
+    let mut pumps = Vec::new();
+    for r in 0..job.n {
+        let mut cmd = rank_command(job, r, hub, secret, job_id);
+        match cmd.spawn() {
+            Ok(mut child) => {
+                if job.tag_output {
+                    pumps.extend(tag_streams(r, &mut child));
+                }
+                ranks.push(Rank {
+                    child,
+                    status: None,
+                });
+            }
+            Err(e) => {
+                signal_running(&mut ranks, SIGKILL);
+                for rank in &mut ranks {
+                    let _ = rank.child.wait();
+                }
+                join_all(pumps);
+                let what = format!("starting rank {r} ({})", job.program.display());
+                return Err(Error::os(&what, e));
+            }
+        }
+    }
+    let code = wait_all(&mut ranks, hub, signals);
+    join_all(pumps);
+    Ok(code)
+}
+
+fn rank_command(job: &Job, r: usize, hub: &Hub, secret: &Secret, job_id: &str) -> Command {
+    let mut cmd = Command::new(&job.program);
+    cmd.args(&job.args)
+        .env(boot::ENV_RANK, r.to_string())
+        .env(boot::ENV_SIZE, job.n.to_string())
+        .env(boot::ENV_BOOT, hub.addr().to_string())
+        .env(boot::ENV_SECRET, boot::to_hex(secret))
+        .env(boot::ENV_JOB, job_id);
+    match job.simulate_nodes {
+        Some(k) => cmd.env(boot::ENV_NODE, format!("sim{}", r * k / job.n)),
+        None => cmd.env_remove(boot::ENV_NODE),
+    };
+    cmd.envs(job.extra_env.iter().map(|(k, v)| (k, v)));
+    if job.tag_output {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+    process::kill_on_parent_death(&mut cmd);
+    cmd
+}
+
+/// Polls the ranks until all have exited; returns the launcher's exit code.
+fn wait_all(ranks: &mut [Rank], hub: &Hub, signals: &TerminationSignals) -> i32 {
+    let mut code = 0;
+    let mut stopping: Option<Instant> = None;
+    let mut killed = false;
+    loop {
+        for (r, rank) in ranks.iter_mut().enumerate() {
+            if rank.status.is_some() {
+                continue;
+            }
+            let status = match rank.child.try_wait() {
+                Ok(Some(status)) => status,
+                Ok(None) => continue,
+                Err(e) => {
+                    // The rank cannot be waited for (reaped elsewhere): count it as exit status 1.
+                    eprintln!("onesided run: waiting for rank {r}: {e}");
+                    ExitStatus::from_raw(1 << 8)
+                }
+            };
+            rank.status = Some(status);
+            if status.success() {
+                hub.rank_exited(r);
+                continue;
+            }
+            if stopping.is_some() {
+                continue;
+            }
+            let (reason, rank_code) = describe(status);
+            eprintln!("onesided run: rank {r} (pid {}) {reason}", rank.child.id());
+            hub.fail_rank(r, &reason);
+            if code == 0 {
+                code = rank_code;
+            }
+        }
+        if ranks.iter().all(|rank| rank.status.is_some()) {
+            return code;
+        }
+        if let Some(sig) = signals.take() {
+            let name = process::signal_name(sig).unwrap_or("signal");
+            eprintln!("onesided run: received {name}, stopping the ranks");
+            if code == 0 {
+                code = 128 + sig;
+            }
+            let forward = if stopping.is_some() { SIGKILL } else { sig };
+            signal_running(ranks, forward);
+            stopping.get_or_insert_with(Instant::now);
+        }
+        match stopping {
+            None if code != 0 => {
+                signal_running(ranks, SIGTERM);
+                stopping = Some(Instant::now());
+            }
+            Some(since) if !killed && since.elapsed() >= GRACE => {
+                signal_running(ranks, SIGKILL);
+                killed = true;
+            }
+            _ => {}
+        }
+        thread::sleep(POLL);
+    }
+}
+
+/// Why a rank failed and the exit code that failure gives the launcher.
+fn describe(status: ExitStatus) -> (String, i32) {
+    match (status.code(), status.signal()) {
+        (_, Some(sig)) => {
+            let reason = match process::signal_name(sig) {
+                Some(name) => format!("killed by signal {sig} ({name})"),
+                None => format!("killed by signal {sig}"),
+            };
+            (reason, 128 + sig)
+        }
+        (Some(c), None) => (format!("exited with status {c}"), c),
+        (None, None) => (format!("ended with {status}"), 1),
+    }
+}
+
+/// Sends `sig` to every rank not yet reaped (their pids cannot have been reused).
+fn signal_running(ranks: &mut [Rank], sig: i32) {
+    for rank in ranks.iter_mut().filter(|rank| rank.status.is_none()) {
+        let _ = process::kill(rank.child.id(), sig);
+    }
+}
+
+/// Starts the threads copying a rank's piped stdout and stderr, tagged with its rank.
+fn tag_streams(r: usize, child: &mut Child) -> Vec<JoinHandle<()>> {
+    let mut pumps = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        pumps.push(thread::spawn(move || pump(r, out, io::stdout())));
+    }
+    if let Some(err) = child.stderr.take() {
+        pumps.push(thread::spawn(move || pump(r, err, io::stderr())));
+    }
+    pumps
+}
+
+/// Copies `from` to `to` line by line, each line prefixed with `[r] ` and written in one call
+/// (so lines of different ranks do not mix).
+fn pump(r: usize, from: impl Read, mut to: impl Write) {
+    let prefix = format!("[{r}] ");
+    let mut from = BufReader::new(from);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        line.extend_from_slice(prefix.as_bytes());
+        match from.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if line.last() != Some(&b'\n') {
+            line.push(b'\n');
+        }
+        let _ = to.write_all(&line).and_then(|()| to.flush());
+    }
+}
+
+fn join_all(handles: Vec<JoinHandle<()>>) {
+    for h in handles {
+        let _ = h.join();
+    }
+}

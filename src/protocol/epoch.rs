@@ -1,0 +1,282 @@
+//! The epoch state of one window at one origin: which synchronization is open, and whether an
+//! RMA call or a synchronization call is allowed now. No I/O: the window asks, then acts.
+//!
+//! # MPI-4.1: 12.5 (synchronization calls), 12.5.1 (fence), 12.5.3 (lock)
+
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::lockword::LockType;
+
+fn sync_err(msg: impl Into<String>) -> Error {
+    Error::new(ErrorClass::RmaSync, msg)
+}
+
+/// The fence epoch: opened by a fence without NOSUCCEED, closed by one with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fence {
+    /// No fence epoch.
+    Closed,
+    /// A fence epoch is open; `used` once an RMA call was issued in it.
+    Open { used: bool },
+}
+
+/// What a fence call has to do, as decided by [`Epochs::fence`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FencePlan {
+    /// Whether RMA calls of the closing epoch must be completed first.
+    pub complete_ops: bool,
+}
+
+/// Epoch state of one window at this origin.
+#[derive(Debug, Clone)]
+pub struct Epochs {
+    fence: Fence,
+    locks: Vec<Option<LockType>>,
+    held: usize,
+    lock_all: bool,
+}
+
+impl Epochs {
+    /// A window over `n` ranks, with no epoch open.
+    pub fn new(n: usize) -> Epochs {
+        Epochs {
+            fence: Fence::Closed,
+            locks: vec![None; n],
+            held: 0,
+            lock_all: false,
+        }
+    }
+
+    fn passive(&self) -> bool {
+        self.lock_all || self.held > 0
+    }
+
+    /// May an RMA call target `target` now? Marks a fence epoch as used.
+    #[inline]
+    pub fn access(&mut self, target: usize) -> Result<()> {
+        if self.lock_all || self.locks.get(target).is_some_and(|l| l.is_some()) {
+            return Ok(());
+        }
+        if let Fence::Open { used } = &mut self.fence {
+            *used = true;
+            return Ok(());
+        }
+        Err(sync_err(format!(
+            "RMA call to rank {target} outside an access epoch (no fence, lock or lock_all covers it)"
+        )))
+    }
+
+    /// Whether a request-based call (rput, rget, ...) may target `target`: passive target only.
+    pub fn passive_access(&self, target: usize) -> Result<()> {
+        if self.lock_all || self.locks.get(target).is_some_and(|l| l.is_some()) {
+            return Ok(());
+        }
+        Err(sync_err(format!(
+            "request-based RMA call to rank {target} outside a passive-target epoch"
+        )))
+    }
+
+    /// A fence with `nosucceed` / `noprecede` asserts (already validated for the call).
+    pub fn fence(&mut self, noprecede: bool, nosucceed: bool) -> Result<FencePlan> {
+        if self.passive() {
+            return Err(sync_err("fence inside a passive-target (lock) epoch"));
+        }
+        let used = matches!(self.fence, Fence::Open { used: true });
+        if noprecede && used {
+            return Err(sync_err(
+                "fence asserts NOPRECEDE but RMA calls were issued since the last fence",
+            ));
+        }
+        self.fence = if nosucceed {
+            Fence::Closed
+        } else {
+            Fence::Open { used: false }
+        };
+        Ok(FencePlan { complete_ops: used })
+    }
+
+    /// Begin a lock epoch on `target`.
+    pub fn lock(&mut self, kind: LockType, target: usize) -> Result<()> {
+        if self.lock_all {
+            return Err(sync_err("lock while lock_all is held"));
+        }
+        if matches!(self.fence, Fence::Open { used: true }) {
+            return Err(sync_err("lock inside a fence epoch with RMA calls"));
+        }
+        match self.locks.get(target) {
+            Some(None) => {}
+            Some(Some(_)) => return Err(sync_err(format!("rank {target} is already locked"))),
+            None => {
+                return Err(Error::new(
+                    ErrorClass::Rank,
+                    format!("rank {target} out of range"),
+                ));
+            }
+        }
+        self.fence = Fence::Closed;
+        self.locks[target] = Some(kind);
+        self.held += 1;
+        Ok(())
+    }
+
+    /// End the lock epoch on `target`; returns the kind that was held.
+    pub fn unlock(&mut self, target: usize) -> Result<LockType> {
+        match self.locks.get_mut(target).and_then(Option::take) {
+            Some(kind) => {
+                self.held -= 1;
+                Ok(kind)
+            }
+            None => Err(sync_err(format!(
+                "unlock of rank {target}, which is not locked"
+            ))),
+        }
+    }
+
+    /// Begin a lock_all epoch.
+    pub fn lock_all(&mut self) -> Result<()> {
+        if self.passive() {
+            return Err(sync_err("lock_all while a lock or lock_all is held"));
+        }
+        if matches!(self.fence, Fence::Open { used: true }) {
+            return Err(sync_err("lock_all inside a fence epoch with RMA calls"));
+        }
+        self.fence = Fence::Closed;
+        self.lock_all = true;
+        Ok(())
+    }
+
+    /// End the lock_all epoch.
+    pub fn unlock_all(&mut self) -> Result<()> {
+        if !self.lock_all {
+            return Err(sync_err("unlock_all without lock_all"));
+        }
+        self.lock_all = false;
+        Ok(())
+    }
+
+    /// May flush / flush_local target `target`?
+    pub fn flush(&self, target: usize) -> Result<()> {
+        self.passive_access(target).map_err(|_| {
+            sync_err(format!(
+                "flush of rank {target} outside a passive-target epoch"
+            ))
+        })
+    }
+
+    /// May flush_all / flush_local_all / sync be called?
+    pub fn flush_all(&self) -> Result<()> {
+        if self.passive() {
+            return Ok(());
+        }
+        Err(sync_err("flush_all outside a passive-target epoch"))
+    }
+
+    /// The targets this origin holds a lock on, with the kind (for cleanup at drop).
+    pub fn held_locks(&self) -> impl Iterator<Item = (usize, LockType)> + '_ {
+        self.locks
+            .iter()
+            .enumerate()
+            .filter_map(|(t, l)| l.map(|k| (t, k)))
+    }
+
+    /// Whether lock_all is held.
+    pub fn holds_lock_all(&self) -> bool {
+        self.lock_all
+    }
+
+    /// May the window be freed? Every epoch must be closed (a fence epoch without RMA calls
+    /// counts as closed: `fence; free` is the usual end).
+    pub fn free(&self) -> Result<()> {
+        if self.passive() {
+            return Err(sync_err(
+                "window freed while a lock or lock_all epoch is open",
+            ));
+        }
+        if matches!(self.fence, Fence::Open { used: true }) {
+            return Err(sync_err(
+                "window freed with RMA calls not closed by a fence",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rma_needs_an_epoch() {
+        let mut e = Epochs::new(2);
+        assert_eq!(e.access(1).unwrap_err().class(), ErrorClass::RmaSync);
+        e.fence(false, false).unwrap();
+        e.access(1).unwrap();
+        assert_eq!(
+            e.fence(true, false).unwrap_err().class(),
+            ErrorClass::RmaSync
+        );
+        assert_eq!(
+            e.fence(false, true).unwrap(),
+            FencePlan { complete_ops: true }
+        );
+        assert_eq!(e.access(0).unwrap_err().class(), ErrorClass::RmaSync);
+    }
+
+    #[test]
+    fn lock_covers_only_its_target() {
+        let mut e = Epochs::new(3);
+        e.lock(LockType::Shared, 1).unwrap();
+        e.access(1).unwrap();
+        assert!(e.access(2).is_err());
+        assert!(e.passive_access(1).is_ok());
+        assert_eq!(
+            e.lock(LockType::Exclusive, 1).unwrap_err().class(),
+            ErrorClass::RmaSync
+        );
+        assert_eq!(
+            e.fence(false, false).unwrap_err().class(),
+            ErrorClass::RmaSync
+        );
+        assert_eq!(e.lock_all().unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(e.free().unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(e.unlock(1).unwrap(), LockType::Shared);
+        assert_eq!(e.unlock(1).unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(
+            e.lock(LockType::Shared, 3).unwrap_err().class(),
+            ErrorClass::Rank
+        );
+        e.free().unwrap();
+    }
+
+    #[test]
+    fn lock_all_and_flush() {
+        let mut e = Epochs::new(2);
+        assert!(e.flush(0).is_err());
+        assert!(e.flush_all().is_err());
+        assert!(e.unlock_all().is_err());
+        e.lock_all().unwrap();
+        e.access(0).unwrap();
+        e.flush(1).unwrap();
+        e.flush_all().unwrap();
+        assert!(e.lock(LockType::Shared, 0).is_err());
+        e.unlock_all().unwrap();
+        assert!(e.flush_all().is_err());
+    }
+
+    #[test]
+    fn unused_fence_epoch_gives_way_to_lock() {
+        let mut e = Epochs::new(2);
+        e.fence(true, false).unwrap();
+        e.lock(LockType::Exclusive, 0).unwrap();
+        e.unlock(0).unwrap();
+        assert!(
+            e.access(0).is_err(),
+            "the lock closed the unused fence epoch"
+        );
+        e.fence(false, false).unwrap();
+        e.access(0).unwrap();
+        assert!(e.lock(LockType::Shared, 0).is_err());
+        assert!(e.free().is_err());
+        e.fence(false, false).unwrap();
+        e.free().unwrap();
+    }
+}

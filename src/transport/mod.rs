@@ -1,0 +1,78 @@
+//! The contract between windows and transports.
+//!
+//! A window talks to every target through one [`Transport`], chosen per target at window
+//! creation (shared memory inside a node; the NIC for other nodes). The contract is shaped for
+//! both kinds: shared memory, where a put is a copy and complete when it returns, and an RDMA NIC
+//! whose operations complete later and whose target may need [`Transport::progress`] calls
+//! (libfabric's tcp;ofi_rxm). The four completion points are the whole contract the
+//! synchronization layer relies on:
+//!
+//! - an operation call returns when its origin buffer may be reused (local completion of put;
+//!   for get, the data is in the buffer), so that safe code can never free a buffer in use;
+//! - [`Transport::flush_local`] / [`Transport::flush_local_all`]: every operation to the target is
+//!   locally complete;
+//! - [`Transport::flush`] / [`Transport::flush_all`]: every operation to the target is complete at
+//!   the target, visible to its loads and to other origins;
+//! - [`Transport::amo`] on the control space is atomic with respect to every other origin's `amo`
+//!   on the same word, and returns the old value (remote completion by construction).
+//!
+//! Memory is exposed with a serializable [`RemoteKey`]: each rank describes its window memory and
+//! control block, the keys are exchanged through the world, and each rank connects the keys of
+//! the targets it reaches.
+
+pub mod shm;
+
+use crate::error::Result;
+pub use crate::protocol::lockword::Amo;
+
+/// Which memory of a target an operation addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Space {
+    /// The target's window memory.
+    Data,
+    /// The target's control block (lock word, barrier slots, ...).
+    Control,
+}
+
+/// What a transport can do, so that windows and tests choose paths by capability.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caps {
+    /// Transport name, e.g. "shm".
+    pub name: &'static str,
+    /// Target memory is directly addressable by loads and stores (MPI_Win_shared_query works).
+    pub load_store: bool,
+    /// The target must call [`Transport::progress`] for operations to complete.
+    pub needs_target_progress: bool,
+    /// Control-space atomics wake a target asleep on its doorbell, so waiters may sleep.
+    pub wakes_sleepers: bool,
+    /// 64-bit atomics on window memory are native (else emulated by the window layer).
+    pub data_atomics: bool,
+}
+
+/// A serialized description of one rank's exposed memory, meaningful to one transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteKey(pub Vec<u8>);
+
+/// Moves bytes and atomics between this origin and the targets it serves. Offsets are bytes into
+/// the target's space; the window has checked ranges already, and the transport checks again
+/// (an out-of-range access fails with RMA_RANGE and touches nothing).
+pub trait Transport: std::fmt::Debug {
+    /// What the transport can do.
+    fn caps(&self) -> &Caps;
+    /// Write `src` at `offset` of `target`'s `space`; returns when `src` may be reused.
+    fn put(&self, target: usize, space: Space, offset: usize, src: &[u8]) -> Result<()>;
+    /// Read `dst.len()` bytes at `offset` of `target`'s `space`; returns with the data in `dst`.
+    fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()>;
+    /// A 64-bit atomic on the 8-aligned word at `offset`; returns the old value.
+    fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64>;
+    /// Complete every operation to `target` at the target.
+    fn flush(&self, target: usize) -> Result<()>;
+    /// Complete every operation at every target.
+    fn flush_all(&self) -> Result<()>;
+    /// Complete every operation to `target` at this origin.
+    fn flush_local(&self, target: usize) -> Result<()>;
+    /// Complete every operation at this origin.
+    fn flush_local_all(&self) -> Result<()>;
+    /// Let the transport move pending work (for transports whose target must make progress).
+    fn progress(&self) -> Result<()>;
+}

@@ -1,0 +1,270 @@
+//! The shared-memory transport: targets on this node.
+//!
+//! Window memory of MPI_Win_allocate / MPI_Win_allocate_shared windows and every control block
+//! live in one segment per node, mapped by every node-local rank: put and get are copies, atomics
+//! are CPU atomics, flush is a memory fence. Memory the user lent to MPI_Win_create stays in its
+//! process and is reached by cross-memory attach (process_vm_writev / process_vm_readv), which
+//! completes before the call returns.
+
+use super::{Amo, Caps, RemoteKey, Space, Transport};
+use crate::codec::{Dec, Enc};
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::layout;
+use onesided_shm::cma::{CmaError, RemoteMem};
+use onesided_shm::{Mem, OutOfRange, Segment, futex};
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+
+/// Where a rank's window memory is, as other ranks of the node reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DataDesc {
+    /// In the node segment at `off`.
+    Segment { off: usize, len: usize },
+    /// In the memory of process `pid` at `addr` (MPI_Win_create).
+    Process { pid: u32, addr: usize, len: usize },
+}
+
+/// One rank's shared-memory key: its node segment, control block and window memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ShmKey {
+    pub segment: String,
+    pub ctrl: usize,
+    pub data: DataDesc,
+}
+
+impl ShmKey {
+    pub(crate) fn encode(&self) -> RemoteKey {
+        let e = Enc::new().str(&self.segment).u64(self.ctrl as u64);
+        let e = match self.data {
+            DataDesc::Segment { off, len } => e.u64(0).u64(off as u64).u64(len as u64),
+            DataDesc::Process { pid, addr, len } => {
+                e.u64(1).u64(pid as u64).u64(addr as u64).u64(len as u64)
+            }
+        };
+        RemoteKey(e.finish())
+    }
+
+    pub(crate) fn decode(key: &RemoteKey) -> Result<ShmKey> {
+        let mut d = Dec::new(&key.0);
+        let segment = d.str()?;
+        let ctrl = d.usize()?;
+        let data = match d.u64()? {
+            0 => DataDesc::Segment {
+                off: d.usize()?,
+                len: d.usize()?,
+            },
+            _ => DataDesc::Process {
+                pid: d.u64()? as u32,
+                addr: d.usize()?,
+                len: d.usize()?,
+            },
+        };
+        Ok(ShmKey {
+            segment,
+            ctrl,
+            data,
+        })
+    }
+}
+
+#[derive(Debug)]
+enum Data<'a> {
+    Mapped(Mem<'a>),
+    Process(RemoteMem),
+}
+
+#[derive(Debug)]
+struct Target<'a> {
+    ctrl: Mem<'static>,
+    data: Data<'a>,
+}
+
+/// The shared-memory transport of one window.
+#[derive(Debug)]
+pub struct ShmTransport<'a> {
+    caps: Caps,
+    targets: Vec<Option<Target<'a>>>,
+}
+
+const CAPS: Caps = Caps {
+    name: "shm",
+    load_store: true,
+    needs_target_progress: false,
+    wakes_sleepers: true,
+    data_atomics: true,
+};
+
+fn range_err(r: OutOfRange) -> Error {
+    Error::new(
+        ErrorClass::RmaRange,
+        format!(
+            "access of {} bytes at offset {} outside {} bytes",
+            r.len, r.offset, r.limit
+        ),
+    )
+}
+
+fn cma_err(e: CmaError) -> Error {
+    match e {
+        CmaError::Range(r) => range_err(r),
+        CmaError::Os(e) if e.raw_os_error() == Some(libc::ESRCH) => Error::new(
+            ErrorClass::ProcFailed,
+            format!("target process is gone: {e}"),
+        ),
+        CmaError::Os(e) => Error::os("cross-memory attach", e),
+    }
+}
+
+impl<'a> ShmTransport<'a> {
+    /// Connect to the targets whose keys are given (`None`: a target this transport does not
+    /// serve). `segment` is this node's segment, already mapped; `own` is this rank's window
+    /// memory when it lives outside the segment (MPI_Win_create).
+    pub(crate) fn connect(
+        me: usize,
+        keys: &[Option<ShmKey>],
+        segment: &Arc<Segment>,
+        own: Option<Mem<'a>>,
+    ) -> Result<ShmTransport<'a>> {
+        let whole = Mem::from_segment(segment.clone());
+        let mut own = own;
+        let mut targets = Vec::with_capacity(keys.len());
+        for (rank, key) in keys.iter().enumerate() {
+            let Some(key) = key else {
+                targets.push(None);
+                continue;
+            };
+            if key.segment != segment.name() {
+                return Err(Error::new(
+                    ErrorClass::Intern,
+                    format!("rank {rank} is on segment {}, not this node's", key.segment),
+                ));
+            }
+            let ctrl = whole.sub(key.ctrl, layout::CTRL_BLOCK).map_err(range_err)?;
+            let data = match (&key.data, rank == me) {
+                (DataDesc::Segment { off, len }, _) => {
+                    Data::Mapped(whole.sub(*off, *len).map_err(range_err)?)
+                }
+                (DataDesc::Process { .. }, true) => {
+                    Data::Mapped(own.take().ok_or_else(|| {
+                        Error::new(ErrorClass::Intern, "own window memory missing")
+                    })?)
+                }
+                (DataDesc::Process { pid, addr, len }, false) => Data::Process(
+                    RemoteMem::new(*pid as i32, *addr, *len)
+                        .map_err(|e| Error::os("window of another process", e))?,
+                ),
+            };
+            targets.push(Some(Target { ctrl, data }));
+        }
+        Ok(ShmTransport {
+            caps: CAPS,
+            targets,
+        })
+    }
+
+    fn target(&self, rank: usize) -> Result<&Target<'a>> {
+        match self.targets.get(rank) {
+            Some(Some(t)) => Ok(t),
+            _ => Err(Error::new(
+                ErrorClass::Intern,
+                format!("rank {rank} not served by shm"),
+            )),
+        }
+    }
+
+    /// Wake whoever sleeps on `ctrl`'s doorbell (only a load when nobody does).
+    fn ring(ctrl: &Mem<'static>) -> Result<()> {
+        let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(range_err)?;
+        if sleepers.load(Ordering::SeqCst) > 0 {
+            let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range_err)?;
+            bell.fetch_add(1, Ordering::SeqCst);
+            futex::wake_all(bell);
+        }
+        Ok(())
+    }
+
+    /// The control block of `rank` (for local waits on this rank's own words).
+    pub(crate) fn control(&self, rank: usize) -> Result<&Mem<'static>> {
+        Ok(&self.target(rank)?.ctrl)
+    }
+}
+
+fn apply(word: &std::sync::atomic::AtomicU64, op: Amo) -> u64 {
+    match op {
+        Amo::FetchAdd(v) => word.fetch_add(v, Ordering::SeqCst),
+        Amo::CompareSwap { compare, swap } => word
+            .compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst)
+            .unwrap_or_else(|old| old),
+        Amo::Load => word.load(Ordering::SeqCst),
+    }
+}
+
+impl Transport for ShmTransport<'_> {
+    fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    #[inline]
+    fn put(&self, target: usize, space: Space, offset: usize, src: &[u8]) -> Result<()> {
+        let t = self.target(target)?;
+        match (space, &t.data) {
+            (Space::Control, _) => t.ctrl.write(offset, src).map_err(range_err),
+            (Space::Data, Data::Mapped(m)) => m.write(offset, src).map_err(range_err),
+            (Space::Data, Data::Process(p)) => p.write(offset, src).map_err(cma_err),
+        }
+    }
+
+    #[inline]
+    fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let t = self.target(target)?;
+        match (space, &t.data) {
+            (Space::Control, _) => t.ctrl.read(offset, dst).map_err(range_err),
+            (Space::Data, Data::Mapped(m)) => m.read(offset, dst).map_err(range_err),
+            (Space::Data, Data::Process(p)) => p.read(offset, dst).map_err(cma_err),
+        }
+    }
+
+    fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64> {
+        let t = self.target(target)?;
+        match (space, &t.data) {
+            (Space::Control, _) => {
+                let old = apply(t.ctrl.atomic_u64(offset).map_err(range_err)?, op);
+                if !matches!(op, Amo::Load) {
+                    Self::ring(&t.ctrl)?;
+                }
+                Ok(old)
+            }
+            (Space::Data, Data::Mapped(m)) => {
+                Ok(apply(m.atomic_u64(offset).map_err(range_err)?, op))
+            }
+            (Space::Data, Data::Process(_)) => Err(Error::new(
+                ErrorClass::Other,
+                "atomics on another process's MPI_Win_create memory are not supported by the shm transport",
+            )),
+        }
+    }
+
+    #[inline]
+    fn flush(&self, _target: usize) -> Result<()> {
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn flush_all(&self) -> Result<()> {
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    #[inline]
+    fn flush_local(&self, _target: usize) -> Result<()> {
+        Ok(())
+    }
+
+    fn flush_local_all(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn progress(&self) -> Result<()> {
+        Ok(())
+    }
+}

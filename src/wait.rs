@@ -1,0 +1,158 @@
+//! Waiting for other processes: spin, then yield, then sleep, and never forever.
+//!
+//! Eight ranks on two cores must all make progress, so a waiter spins only briefly before it
+//! yields the core, and then sleeps: on its own doorbell (a futex that the shared-memory
+//! transport rings after changing a control word), or in short naps where no doorbell exists.
+//! Whenever it sleeps it checks that the processes it waits for are alive, so a dead peer gives
+//! MPI_ERR_PROC_FAILED within a bounded time instead of a hang.
+
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::layout;
+use crate::transport::Transport;
+use onesided_shm::{Mem, futex};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+const SPIN_ROUNDS: u32 = 7;
+const YIELD_ROUNDS: u32 = 64;
+/// How long one sleep lasts at most before the waiter looks again and checks its peers.
+const NAP: Duration = Duration::from_millis(10);
+
+/// Exponential spin, then yields; tells the caller when it is time to sleep.
+#[derive(Debug, Default)]
+pub(crate) struct Backoff {
+    step: u32,
+}
+
+impl Backoff {
+    pub(crate) fn new() -> Backoff {
+        Backoff { step: 0 }
+    }
+
+    /// Wait a little; `true` once spinning and yielding are used up and the caller should sleep.
+    pub(crate) fn snooze(&mut self) -> bool {
+        if self.step < SPIN_ROUNDS {
+            for _ in 0..(1u32 << self.step) {
+                std::hint::spin_loop();
+            }
+        } else if self.step < SPIN_ROUNDS + YIELD_ROUNDS {
+            std::thread::yield_now();
+        } else {
+            return true;
+        }
+        self.step += 1;
+        false
+    }
+}
+
+/// The processes a wait depends on, checked while sleeping.
+#[derive(Debug)]
+pub(crate) struct Peers<'p> {
+    pids: &'p [u32],
+}
+
+impl<'p> Peers<'p> {
+    pub(crate) fn new(pids: &'p [u32]) -> Peers<'p> {
+        Peers { pids }
+    }
+
+    /// `Err(PROC_FAILED)` naming the first rank whose process is gone.
+    pub(crate) fn check(&self) -> Result<()> {
+        match self
+            .pids
+            .iter()
+            .position(|&p| !onesided_shm::process::pid_alive(p))
+        {
+            Some(rank) => Err(Error::new(
+                ErrorClass::ProcFailed,
+                format!("rank {rank} (pid {}) is gone", self.pids[rank]),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Wait until the 64-bit word at `offset` of this rank's control block `ctrl` satisfies `done`;
+/// returns its value.
+pub(crate) fn until(
+    ctrl: &Mem<'static>,
+    offset: usize,
+    done: impl Fn(u64) -> bool,
+    transport: &dyn Transport,
+    peers: &Peers<'_>,
+) -> Result<u64> {
+    let range = |_| Error::new(ErrorClass::Intern, "control word outside the control block");
+    let word = ctrl.atomic_u64(offset).map_err(range)?;
+    let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(range)?;
+    let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range)?;
+    let mut backoff = Backoff::new();
+    loop {
+        let v = word.load(Ordering::Acquire);
+        if done(v) {
+            return Ok(v);
+        }
+        transport.progress()?;
+        if !backoff.snooze() {
+            continue;
+        }
+        if transport.caps().wakes_sleepers {
+            sleepers.fetch_add(1, Ordering::SeqCst);
+            let ring = bell.load(Ordering::SeqCst);
+            if !done(word.load(Ordering::SeqCst)) {
+                futex::wait(bell, ring, NAP);
+            }
+            sleepers.fetch_sub(1, Ordering::SeqCst);
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        peers.check()?;
+    }
+}
+
+/// Retry `attempt` until it returns `Some`, backing off between tries and checking `peers`
+/// while sleeping (for waits on another rank's memory, such as a contended lock).
+pub(crate) fn retry<T>(
+    peers: &Peers<'_>,
+    mut attempt: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let mut backoff = Backoff::new();
+    let mut nap = Duration::from_micros(20);
+    let mut checked = Instant::now();
+    loop {
+        if let Some(v) = attempt()? {
+            return Ok(v);
+        }
+        if backoff.snooze() {
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
+            if checked.elapsed() >= NAP {
+                peers.check()?;
+                checked = Instant::now();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_ends_in_sleep() {
+        let mut b = Backoff::new();
+        let n = (0..1000).take_while(|_| !b.snooze()).count();
+        assert_eq!(n as u32, SPIN_ROUNDS + YIELD_ROUNDS);
+        assert!(b.snooze());
+    }
+
+    #[test]
+    fn dead_pid_is_reported_with_its_rank() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let pids = [std::process::id(), dead];
+        let e = Peers::new(&pids).check().unwrap_err();
+        assert_eq!(e.class(), ErrorClass::ProcFailed);
+        assert!(e.message().contains("rank 1"), "{e}");
+    }
+}

@@ -1,0 +1,197 @@
+//! Windows: memory of every rank of a communicator, open to one-sided access.
+//!
+//! A [`Window`] is created collectively by [`Window::allocate`], [`Window::allocate_shared`] or
+//! [`Window::create`]; RMA calls ([`Window::put`], [`Window::get`]) and synchronization calls
+//! (fence, lock, flush, ...) act on it; [`Window::free`] (or drop) ends it collectively.
+//!
+//! Elements are plain-old-data types ([`bytemuck::Pod`]); displacements count in the target's
+//! displacement unit, as in MPI.
+//!
+//! # MPI-4.1: 12.2 (initialization), 12.3 (communication calls), 12.5 (synchronization)
+
+mod local;
+mod rma;
+mod setup;
+mod sync;
+
+pub use local::SharedRegion;
+
+use crate::error::{Error, ErrorClass, Result};
+use crate::group::Group;
+use crate::info::{Info, WinHints};
+use crate::protocol::epoch::Epochs;
+use crate::transport::Transport;
+use crate::transport::shm::ShmTransport;
+use crate::world::Comm;
+use onesided_shm::Mem;
+use std::cell::{Cell, RefCell};
+
+/// How a window's memory was provided (MPI_WIN_CREATE_FLAVOR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// MPI_WIN_FLAVOR_CREATE: memory lent by the user.
+    Create,
+    /// MPI_WIN_FLAVOR_ALLOCATE: memory allocated by the window.
+    Allocate,
+    /// MPI_WIN_FLAVOR_SHARED: memory allocated by the window, load/store-accessible by the node.
+    Shared,
+}
+
+/// The memory model of a window (MPI_WIN_MODEL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Model {
+    /// Public and private copies are the same memory (every window of onesided).
+    Unified,
+    /// Public and private copies are distinct.
+    Separate,
+}
+
+/// The size and displacement unit of one target's window memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Extent {
+    pub size: usize,
+    pub disp_unit: usize,
+}
+
+/// A window over the ranks of a communicator. `'a` is the lifetime of memory lent by the user
+/// (`'static` for windows that allocate their own).
+#[derive(Debug)]
+pub struct Window<'a> {
+    comm: Comm,
+    flavor: Flavor,
+    hints: WinHints,
+    extents: Vec<Extent>,
+    pids: Vec<u32>,
+    local: Mem<'a>,
+    shared: Vec<Option<Mem<'static>>>,
+    shm: ShmTransport<'a>,
+    epochs: RefCell<Epochs>,
+    barriers: Cell<u64>,
+    name: RefCell<String>,
+    freed: Cell<bool>,
+}
+
+impl<'a> Window<'a> {
+    /// The transport that reaches `target` (every target is on this node in this release).
+    #[inline]
+    fn route(&self, _target: usize) -> &dyn Transport {
+        &self.shm
+    }
+
+    /// Every transport the window uses, for calls that concern all targets.
+    fn transports(&self) -> [&dyn Transport; 1] {
+        [&self.shm]
+    }
+
+    /// `target`'s extent, or MPI_ERR_RANK.
+    #[inline]
+    fn extent(&self, target: usize) -> Result<Extent> {
+        self.extents.get(target).copied().ok_or_else(|| {
+            Error::new(
+                ErrorClass::Rank,
+                format!(
+                    "rank {target} outside a window of {} ranks",
+                    self.extents.len()
+                ),
+            )
+        })
+    }
+
+    /// The byte offset of `len` bytes at displacement `disp` of `target`, or MPI_ERR_RMA_RANGE.
+    #[inline]
+    fn range(&self, target: usize, disp: usize, len: usize) -> Result<usize> {
+        let e = self.extent(target)?;
+        let off = disp.checked_mul(e.disp_unit);
+        match off.and_then(|o| o.checked_add(len)) {
+            Some(end) if end <= e.size => Ok(end - len),
+            _ => Err(Error::new(
+                ErrorClass::RmaRange,
+                format!(
+                    "{len} bytes at displacement {disp} (unit {}) outside rank {target}'s window of {} bytes",
+                    e.disp_unit, e.size
+                ),
+            )),
+        }
+    }
+
+    /// The communicator rank of this process.
+    pub fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    /// Number of ranks in the window's group.
+    pub fn size_of_group(&self) -> usize {
+        self.comm.size()
+    }
+
+    /// The group of the window. # MPI-4.1: 12.2.6 (MPI_WIN_GET_GROUP)
+    pub fn group(&self) -> Group {
+        self.comm.group()
+    }
+
+    /// The size of this rank's window memory in bytes (MPI_WIN_SIZE).
+    pub fn size(&self) -> usize {
+        self.local.len()
+    }
+
+    /// This rank's displacement unit (MPI_WIN_DISP_UNIT).
+    pub fn disp_unit(&self) -> usize {
+        self.extents[self.comm.rank()].disp_unit
+    }
+
+    /// The address of this rank's window memory (MPI_WIN_BASE), as an identity: it is never
+    /// dereferenced by onesided's API.
+    pub fn base_addr(&self) -> usize {
+        self.local.addr()
+    }
+
+    /// How the memory was provided (MPI_WIN_CREATE_FLAVOR).
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    /// The memory model (MPI_WIN_MODEL): unified, since every transport keeps one copy.
+    pub fn model(&self) -> Model {
+        Model::Unified
+    }
+
+    /// Every supported info key with its value in use. # MPI-4.1: 12.2.7 (MPI_WIN_GET_INFO)
+    pub fn info(&self) -> Info {
+        self.hints.to_info()
+    }
+
+    /// Set the window's name. # MPI-4.1: 12.2.6 (MPI_WIN_SET_NAME)
+    pub fn set_name(&self, name: &str) {
+        *self.name.borrow_mut() = name.to_owned();
+    }
+
+    /// The window's name (empty until set).
+    pub fn name(&self) -> String {
+        self.name.borrow().clone()
+    }
+
+    /// Free the window: collective; waits until every rank has finished its accesses to this
+    /// rank's memory. Held locks are released first. An epoch still open here gives
+    /// MPI_ERR_RMA_SYNC, and the window is freed all the same, so that no rank waits forever.
+    ///
+    /// # MPI-4.1: 12.2.5 (MPI_WIN_FREE)
+    pub fn free(self) -> Result<()> {
+        self.release()
+    }
+
+    fn release(&self) -> Result<()> {
+        if self.freed.replace(true) {
+            return Ok(());
+        }
+        let open = self.epochs.borrow().free();
+        let closed = self.close_epochs();
+        let barrier = self.barrier();
+        open.and(closed).and(barrier)
+    }
+}
+
+impl Drop for Window<'_> {
+    fn drop(&mut self) {
+        let _ = self.release();
+    }
+}

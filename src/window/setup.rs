@@ -1,0 +1,255 @@
+//! Collective window creation over the shared-memory transport.
+//!
+//! 1. Every rank checks its arguments; the ranks agree on the outcome (one bad argument fails
+//!    the call on every rank, none waits forever).
+//! 2. Sizes, displacement units and user addresses are gathered.
+//! 3. The lowest rank of each node creates the node segment (control blocks, and the window
+//!    memory unless the user lent it); the others map it; then the name is unlinked at once, so
+//!    nothing is left in /dev/shm even if the job is killed later.
+//! 4. Every rank publishes its [`ShmKey`]; each rank connects the keys of its targets.
+//!
+//! # MPI-4.1: 12.2.1 (MPI_WIN_CREATE), 12.2.2 (MPI_WIN_ALLOCATE), 12.2.3 (MPI_WIN_ALLOCATE_SHARED)
+
+use super::{Extent, Flavor, Window};
+use crate::codec::{Dec, Enc};
+use crate::error::{Error, ErrorClass, Result};
+use crate::info::{Info, WinHints};
+use crate::protocol::epoch::Epochs;
+use crate::protocol::layout::{self, NodeLayout};
+use crate::transport::RemoteKey;
+use crate::transport::shm::{DataDesc, ShmKey, ShmTransport};
+use crate::world::Comm;
+use bytemuck::Pod;
+use onesided_shm::{Mem, Segment};
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+struct Request<'a> {
+    flavor: Flavor,
+    size: usize,
+    disp_unit: usize,
+    user: Option<Mem<'a>>,
+}
+
+impl Window<'static> {
+    /// Allocate `size` bytes on this rank and open them, with those of every rank of `comm`, as
+    /// a window. Collective over `comm`; `disp_unit` must be positive.
+    ///
+    /// # MPI-4.1: 12.2.2 (MPI_WIN_ALLOCATE)
+    pub fn allocate(
+        comm: &Comm,
+        size: usize,
+        disp_unit: usize,
+        info: &Info,
+    ) -> Result<Window<'static>> {
+        build(
+            comm,
+            info,
+            Request {
+                flavor: Flavor::Allocate,
+                size,
+                disp_unit,
+                user: None,
+            },
+        )
+    }
+
+    /// Like [`Window::allocate`], with memory every rank of the node can load and store through
+    /// [`Window::shared_query`]. Contiguous across ranks in rank order unless the info key
+    /// `alloc_shared_noncontig` is "true". Every rank of `comm` must be on one node, else
+    /// MPI_ERR_RMA_SHARED.
+    ///
+    /// # MPI-4.1: 12.2.3 (MPI_WIN_ALLOCATE_SHARED)
+    pub fn allocate_shared(
+        comm: &Comm,
+        size: usize,
+        disp_unit: usize,
+        info: &Info,
+    ) -> Result<Window<'static>> {
+        build(
+            comm,
+            info,
+            Request {
+                flavor: Flavor::Shared,
+                size,
+                disp_unit,
+                user: None,
+            },
+        )
+    }
+}
+
+impl<'a> Window<'a> {
+    /// Open `memory`, which the caller lends for the window's lifetime, to one-sided access by
+    /// every rank of `comm`. Collective. Other ranks of the node reach it by cross-memory attach
+    /// (process_vm_writev / process_vm_readv); the owner reads and writes it through
+    /// [`Window::read_local`] / [`Window::write_local`] while the window lives.
+    ///
+    /// # MPI-4.1: 12.2.1 (MPI_WIN_CREATE)
+    pub fn create<T: Pod>(
+        comm: &Comm,
+        memory: &'a mut [T],
+        disp_unit: usize,
+        info: &Info,
+    ) -> Result<Window<'a>> {
+        let bytes: &'a mut [u8] = bytemuck::cast_slice_mut(memory);
+        let size = bytes.len();
+        build(
+            comm,
+            info,
+            Request {
+                flavor: Flavor::Create,
+                size,
+                disp_unit,
+                user: Some(Mem::from_slice(bytes)),
+            },
+        )
+    }
+}
+
+/// Arguments every rank checks alone.
+fn check(req: &Request<'_>, info: &Info) -> Result<WinHints> {
+    if req.disp_unit == 0 {
+        return Err(Error::new(
+            ErrorClass::Disp,
+            "displacement unit must be positive",
+        ));
+    }
+    if req.size > isize::MAX as usize {
+        return Err(Error::new(
+            ErrorClass::Size,
+            format!("window size {} too large", req.size),
+        ));
+    }
+    WinHints::parse(info)
+}
+
+/// The ranks of `comm` on this rank's node; MPI_ERR_RMA_SHARED or an error naming the missing
+/// transport when some rank is elsewhere. Every rank reaches the same verdict.
+fn node_ranks(comm: &Comm, flavor: Flavor) -> Result<Vec<usize>> {
+    let mine = comm.node_of(comm.rank());
+    let local: Vec<usize> = (0..comm.size())
+        .filter(|&r| comm.node_of(r) == mine)
+        .collect();
+    if let Some(away) = (0..comm.size()).find(|&r| comm.node_of(r) != mine) {
+        let msg = format!(
+            "rank {away} is on node {}, not on {mine}",
+            comm.node_of(away)
+        );
+        return Err(match flavor {
+            Flavor::Shared => Error::new(ErrorClass::RmaShared, format!("allocate_shared: {msg}")),
+            _ => Error::new(
+                ErrorClass::Other,
+                format!(
+                    "{msg}: reaching other nodes needs the fabric transport, which this build lacks"
+                ),
+            ),
+        });
+    }
+    Ok(local)
+}
+
+/// Create (lowest node rank) or map (the others) the node segment, then unlink its name.
+fn node_segment(comm: &Comm, local: &[usize], name: &str, len: usize) -> Result<Arc<Segment>> {
+    let leader = comm.rank() == local[0];
+    let created = if leader {
+        Segment::create(name, len)
+            .map(Some)
+            .map_err(|e| Error::os("creating the window segment", e))
+    } else {
+        Ok(None)
+    };
+    let created = comm.agree("creating the window segment", created)?;
+    let mapped = match created {
+        Some(seg) => Ok(seg),
+        None => Segment::open(name, len).map_err(|e| Error::os("mapping the window segment", e)),
+    };
+    let mapped = comm.agree("mapping the window segment", mapped);
+    if leader {
+        Segment::unlink(name).map_err(|e| Error::os("unlinking the window segment", e))?;
+    }
+    Ok(Arc::new(mapped?))
+}
+
+fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
+    let hints = comm.agree("window creation", check(&req, info))?;
+    let addr = req.user.as_ref().map_or(0, Mem::addr);
+    let mine = Enc::new()
+        .u64(req.size as u64)
+        .u64(req.disp_unit as u64)
+        .u64(addr as u64)
+        .finish();
+    let mut extents = Vec::with_capacity(comm.size());
+    for bytes in comm.allgather(&mine)? {
+        let mut d = Dec::new(&bytes);
+        extents.push(Extent {
+            size: d.usize()?,
+            disp_unit: d.usize()?,
+        });
+    }
+    let local = node_ranks(comm, req.flavor)?;
+    let in_segment = req.flavor != Flavor::Create;
+    let contiguous = req.flavor == Flavor::Shared && !hints.noncontig;
+    let sizes: Vec<usize> = local.iter().map(|&r| extents[r].size).collect();
+    let NodeLayout { ctrl, data, total } = layout::node_layout(&sizes, in_segment, contiguous)
+        .ok_or_else(|| Error::new(ErrorClass::NoMem, "window too large for one node"))?;
+    let name = format!(
+        "onesided-{}-{:x}-{}",
+        comm.job().id,
+        comm.id(),
+        comm.next_seq()
+    );
+    let segment = node_segment(comm, &local, &name, total)?;
+
+    let me = comm.rank();
+    let at = local.iter().position(|&r| r == me).unwrap_or(0);
+    let own = ShmKey {
+        segment: name,
+        ctrl: ctrl[at],
+        data: match &req.user {
+            Some(m) => DataDesc::Process {
+                pid: std::process::id(),
+                addr: m.addr(),
+                len: m.len(),
+            },
+            None => DataDesc::Segment {
+                off: data[at],
+                len: req.size,
+            },
+        },
+    };
+    let keys = comm
+        .allgather(&own.encode().0)?
+        .into_iter()
+        .map(|k| ShmKey::decode(&RemoteKey(k)).map(Some))
+        .collect::<Result<Vec<_>>>()?;
+    let whole = Mem::from_segment(segment.clone());
+    let shared = keys
+        .iter()
+        .map(|k| match k.as_ref().map(|k| &k.data) {
+            Some(DataDesc::Segment { off, len }) => whole.sub(*off, *len).ok(),
+            _ => None,
+        })
+        .collect();
+    let local_mem = match &req.user {
+        Some(m) => m.clone(),
+        None => whole
+            .sub(data[at], req.size)
+            .map_err(|_| Error::new(ErrorClass::Intern, "own window memory outside the segment"))?,
+    };
+    let shm = ShmTransport::connect(me, &keys, &segment, req.user)?;
+    Ok(Window {
+        comm: comm.clone(),
+        flavor: req.flavor,
+        hints,
+        pids: (0..comm.size()).map(|r| comm.pid_of(r)).collect(),
+        epochs: RefCell::new(Epochs::new(comm.size())),
+        extents,
+        local: local_mem,
+        shared,
+        shm,
+        barriers: Cell::new(0),
+        name: RefCell::new(String::new()),
+        freed: Cell::new(false),
+    })
+}

@@ -1,0 +1,212 @@
+//! Synchronization calls: fence, lock/unlock, lock_all/unlock_all, flush, sync.
+//!
+//! The decisions (is this call allowed now?) come from [`crate::protocol::epoch`]; the lock
+//! words and the barrier are driven with the transport's atomics on the targets' control blocks,
+//! so the same code runs over shared memory and over a NIC.
+//!
+//! # MPI-4.1: 12.5
+
+use super::Window;
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::assert::{self, Assert};
+use crate::protocol::lockword::{self, Amo, LockType};
+use crate::protocol::{barrier, layout};
+use crate::transport::Space;
+use crate::wait::{self, Peers};
+
+impl Window<'_> {
+    /// Dissemination barrier over the window's control blocks.
+    pub(super) fn barrier(&self) -> Result<()> {
+        let n = self.comm.size();
+        let me = self.comm.rank();
+        let generation = self.barriers.get() + 1;
+        self.barriers.set(generation);
+        let ctrl = self.shm.control(me)?;
+        // Every rank is watched, not just the one signalling this round: a live rank may be
+        // stuck behind a dead one.
+        let peers = Peers::new(&self.pids);
+        for round in 0..barrier::rounds(n) {
+            let to = barrier::partner(me, n, round);
+            let slot = layout::barrier_slot(round);
+            self.route(to)
+                .amo(to, Space::Control, slot, Amo::FetchAdd(1))?;
+            wait::until(ctrl, slot, |v| v >= generation, self.route(me), &peers).map_err(|e| {
+                Error::new(e.class(), format!("fence/free barrier: {}", e.message()))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Collective fence: completes every RMA call of the epoch it closes, at origin and target,
+    /// and opens the next one unless `NOSUCCEED` is asserted. Accepts NOSTORE, NOPUT, NOPRECEDE,
+    /// NOSUCCEED (others: MPI_ERR_ASSERT).
+    ///
+    /// # MPI-4.1: 12.5.1 (MPI_WIN_FENCE)
+    pub fn fence(&self, assert: Assert) -> Result<()> {
+        assert.check(assert::FENCE, "fence")?;
+        let plan = self.epochs.borrow_mut().fence(
+            assert.contains(Assert::NOPRECEDE),
+            assert.contains(Assert::NOSUCCEED),
+        )?;
+        if plan.complete_ops {
+            self.transports().iter().try_for_each(|t| t.flush_all())?;
+        }
+        self.barrier()
+    }
+
+    fn check_target(&self, target: usize) -> Result<()> {
+        self.extent(target).map(drop)
+    }
+
+    /// Take `kind` on `target`'s lock word, backing off while it is held in conflict.
+    fn acquire(&self, kind: LockType, target: usize) -> Result<()> {
+        let t = self.route(target);
+        let peers = Peers::new(&self.pids);
+        wait::retry(&peers, || {
+            let old = t.amo(
+                target,
+                Space::Control,
+                layout::LOCK,
+                lockword::acquire(kind),
+            )?;
+            if lockword::acquired(kind, old) {
+                return Ok(Some(()));
+            }
+            if let Some(undo) = lockword::back_out(kind) {
+                t.amo(target, Space::Control, layout::LOCK, undo)?;
+            }
+            Ok(None)
+        })
+    }
+
+    fn release_lock(&self, kind: LockType, target: usize) -> Result<()> {
+        let t = self.route(target);
+        t.flush(target)?;
+        t.amo(
+            target,
+            Space::Control,
+            layout::LOCK,
+            lockword::release(kind),
+        )
+        .map(drop)
+    }
+
+    fn lockable(&self, assert: Assert, call: &str) -> Result<()> {
+        assert.check(assert::LOCK, call)?;
+        if self.hints.no_locks {
+            return Err(Error::new(
+                ErrorClass::RmaSync,
+                format!("{call} on a window created with info no_locks=true"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Begin a passive-target epoch on `target` with a shared or exclusive lock. Accepts NOCHECK.
+    ///
+    /// # MPI-4.1: 12.5.3 (MPI_WIN_LOCK)
+    pub fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
+        self.check_target(target)?;
+        self.lockable(assert, "lock")?;
+        self.epochs.borrow_mut().lock(kind, target)?;
+        self.acquire(kind, target).inspect_err(|_| {
+            let _ = self.epochs.borrow_mut().unlock(target);
+        })
+    }
+
+    /// End the epoch on `target`: its RMA calls complete at origin and target, then the lock is
+    /// released.
+    ///
+    /// # MPI-4.1: 12.5.3 (MPI_WIN_UNLOCK)
+    pub fn unlock(&self, target: usize) -> Result<()> {
+        self.check_target(target)?;
+        let kind = self.epochs.borrow_mut().unlock(target)?;
+        self.release_lock(kind, target)
+    }
+
+    /// Begin a shared-lock epoch on every rank of the window. Accepts NOCHECK.
+    ///
+    /// # MPI-4.1: 12.5.3 (MPI_WIN_LOCK_ALL)
+    pub fn lock_all(&self, assert: Assert) -> Result<()> {
+        self.lockable(assert, "lock_all")?;
+        self.epochs.borrow_mut().lock_all()?;
+        for target in 0..self.comm.size() {
+            if let Err(e) = self.acquire(LockType::Shared, target) {
+                for held in 0..target {
+                    let _ = self.release_lock(LockType::Shared, held);
+                }
+                let _ = self.epochs.borrow_mut().unlock_all();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// End the lock_all epoch: every RMA call completes, then every shared lock is released.
+    ///
+    /// # MPI-4.1: 12.5.3 (MPI_WIN_UNLOCK_ALL)
+    pub fn unlock_all(&self) -> Result<()> {
+        self.epochs.borrow_mut().unlock_all()?;
+        self.transports().iter().try_for_each(|t| t.flush_all())?;
+        (0..self.comm.size()).try_for_each(|t| self.release_lock(LockType::Shared, t))
+    }
+
+    /// Complete every RMA call to `target` at origin and target; the epoch stays open.
+    ///
+    /// # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH)
+    #[inline]
+    pub fn flush(&self, target: usize) -> Result<()> {
+        self.check_target(target)?;
+        self.epochs.borrow().flush(target)?;
+        self.route(target).flush(target)
+    }
+
+    /// Complete every RMA call at origin and targets. # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH_ALL)
+    pub fn flush_all(&self) -> Result<()> {
+        self.epochs.borrow().flush_all()?;
+        self.transports().iter().try_for_each(|t| t.flush_all())
+    }
+
+    /// Complete every RMA call to `target` at the origin: its buffers may be reused.
+    ///
+    /// # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH_LOCAL)
+    #[inline]
+    pub fn flush_local(&self, target: usize) -> Result<()> {
+        self.check_target(target)?;
+        self.epochs.borrow().flush(target)?;
+        self.route(target).flush_local(target)
+    }
+
+    /// Complete every RMA call at the origin. # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH_LOCAL_ALL)
+    pub fn flush_local_all(&self) -> Result<()> {
+        self.epochs.borrow().flush_all()?;
+        self.transports()
+            .iter()
+            .try_for_each(|t| t.flush_local_all())
+    }
+
+    /// Synchronize the private and public copies of this rank's window memory (a full memory
+    /// barrier between local loads/stores and RMA). Valid inside a passive-target epoch.
+    ///
+    /// # MPI-4.1: 12.5.4 (MPI_WIN_SYNC)
+    pub fn sync(&self) -> Result<()> {
+        self.epochs.borrow().flush_all()?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Release whatever this rank still holds (at free or drop), so that other ranks are not
+    /// blocked by an epoch this rank forgot to close.
+    pub(super) fn close_epochs(&self) -> Result<()> {
+        let held: Vec<(usize, LockType)> = self.epochs.borrow().held_locks().collect();
+        let mut result = Ok(());
+        for (target, kind) in held {
+            let _ = self.epochs.borrow_mut().unlock(target);
+            result = result.and(self.release_lock(kind, target));
+        }
+        if self.epochs.borrow().holds_lock_all() {
+            result = result.and(self.unlock_all());
+        }
+        result
+    }
+}

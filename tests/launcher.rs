@@ -1,0 +1,336 @@
+//! Integration tests of the launcher (`onesided run`) and the bootstrap, with real processes.
+//!
+//! The rank programs are the `examples/boot_*.rs`, built once by the first test that needs them.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use onesided_shm::process::{SIGKILL, SIGTERM, kill, pid_alive};
+
+const EXAMPLES: &[&str] = &["boot_allgather", "boot_echo", "boot_fail", "boot_badsecret"];
+
+/// Path of example `name`, built with the profile and target directory of this test.
+fn example(name: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let profile_dir = Path::new(env!("CARGO_BIN_EXE_onesided"))
+            .parent()
+            .expect("profile directory");
+        let target_dir = profile_dir.parent().expect("target directory");
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev",
+            Some(other) => other,
+        };
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args(["build", "--quiet", "--profile", profile, "--manifest-path"])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(target_dir);
+        for ex in EXAMPLES {
+            cargo.args(["--example", ex]);
+        }
+        let out = cargo.output().expect("running cargo build");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "building the examples failed:\n{stderr}"
+        );
+        profile_dir.join("examples")
+    });
+    dir.join(name)
+}
+
+struct Outcome {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// Runs `cmd` to completion, killing it and failing the test after `limit`.
+fn finish(mut cmd: Command, limit: Duration) -> Outcome {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let collect = |mut r: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut s = String::new();
+            r.read_to_string(&mut s).expect("read output");
+            s
+        })
+    };
+    let out = collect(Box::new(child.stdout.take().expect("stdout")));
+    let err = collect(Box::new(child.stderr.take().expect("stderr")));
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} still running after {limit:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    let elapsed = start.elapsed();
+    Outcome {
+        status,
+        stdout: out.join().expect("stdout thread"),
+        stderr: err.join().expect("stderr thread"),
+        elapsed,
+    }
+}
+
+/// `onesided run <args...> <example> <example_args...>`.
+fn launcher(args: &[&str], program: &str, program_args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided"));
+    cmd.arg("run")
+        .args(args)
+        .arg(example(program))
+        .args(program_args);
+    cmd
+}
+
+fn run_job(args: &[&str], program: &str, program_args: &[&str]) -> Outcome {
+    finish(
+        launcher(args, program, program_args),
+        Duration::from_secs(20),
+    )
+}
+
+#[test]
+fn allgathers_on_interleaved_and_concurrent_comms() {
+    let out = run_job(&["-n", "4"], "boot_allgather", &[]);
+    assert!(out.status.success(), "{}", out.stderr);
+    for r in 0..4 {
+        assert!(
+            out.stdout.contains(&format!("rank {r} ok")),
+            "{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn tag_output_prefixes_lines_with_rank() {
+    let out = run_job(&["-n", "3", "--tag-output", "--"], "boot_echo", &[]);
+    assert!(out.status.success(), "{}", out.stderr);
+    for r in 0..3 {
+        let hello = format!("[{r}] hello from {r} of 3 on None\n");
+        assert!(out.stdout.contains(&hello), "{}", out.stdout);
+        assert!(
+            out.stdout.contains(&format!("[{r}] partial {r}\n")),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stderr.contains(&format!("[{r}] warning from {r}\n")),
+            "{}",
+            out.stderr
+        );
+    }
+    assert!(
+        out.stdout.lines().all(|l| l.starts_with('[')),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn simulate_nodes_sets_node_names() {
+    let out = run_job(&["-n", "4", "--simulate-nodes", "2"], "boot_echo", &[]);
+    assert!(out.status.success(), "{}", out.stderr);
+    for (r, node) in [(0, "sim0"), (1, "sim0"), (2, "sim1"), (3, "sim1")] {
+        let line = format!("hello from {r} of 4 on Some(\"{node}\")");
+        assert!(out.stdout.contains(&line), "{}", out.stdout);
+    }
+}
+
+#[test]
+fn failing_rank_is_reported_and_blocked_ranks_do_not_hang() {
+    let out = run_job(&["-n", "3"], "boot_fail", &["exit3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("onesided run: rank 1 (pid "),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("exited with status 3"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(5),
+        "took {:?}",
+        out.elapsed
+    );
+}
+
+/// Runs `boot_fail <mode>` with 3 ranks, where rank 1 exits with status 0 without finalizing:
+/// the others' allgather must fail promptly, naming rank 1.
+fn rank_1_leaves_silently(mode: &str) {
+    let out = run_job(&["-n", "3"], "boot_fail", &[mode]);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    for r in [0, 2] {
+        let saw = format!("rank {r} saw: MPI_ERR_PROC_FAILED: rank 1 failed");
+        assert!(out.stdout.contains(&saw), "{}", out.stdout);
+    }
+    assert!(
+        out.elapsed < Duration::from_secs(5),
+        "took {:?}",
+        out.elapsed
+    );
+}
+
+#[test]
+fn rank_leaving_without_finalize_fails_peers_collectives() {
+    rank_1_leaves_silently("vanish");
+}
+
+#[test]
+fn rank_exiting_without_connecting_fails_peers_collectives() {
+    rank_1_leaves_silently("noconnect");
+}
+
+#[test]
+fn killed_rank_is_reported_with_its_signal() {
+    let out = run_job(&["-n", "3"], "boot_fail", &["sigkill"]);
+    assert_eq!(out.status.code(), Some(128 + SIGKILL), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("onesided run: rank 2 (pid "),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("killed by signal 9 (SIGKILL)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "took {:?}",
+        out.elapsed
+    );
+}
+
+#[test]
+fn wrong_secret_and_duplicate_rank_are_refused() {
+    let out = run_job(&["-n", "2"], "boot_badsecret", &[]);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.stdout.matches("refused: ").count(), 2, "{}", out.stdout);
+    assert!(out.stdout.contains("rank 0 ok") && out.stdout.contains("rank 1 ok"));
+}
+
+#[test]
+fn program_run_directly_has_no_job() {
+    let mut cmd = Command::new(example("boot_echo"));
+    for var in [
+        "ONESIDED_RANK",
+        "ONESIDED_SIZE",
+        "ONESIDED_BOOT",
+        "ONESIDED_SECRET",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = finish(cmd, Duration::from_secs(10));
+    assert!(out.status.success(), "{}", out.stderr);
+    assert_eq!(out.stdout, "no job env\n");
+
+    let mut cmd = Command::new(example("boot_echo"));
+    cmd.env("ONESIDED_RANK", "x");
+    let out = finish(cmd, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stderr.contains("MPI_ERR_ARG"), "{}", out.stderr);
+}
+
+#[test]
+fn segments_of_the_job_and_of_dead_launchers_are_removed() {
+    let mut dead = Command::new("true").spawn().expect("spawn true");
+    let dead_pid = dead.id();
+    dead.wait().expect("wait true");
+    let stale = PathBuf::from(format!("/dev/shm/onesided-{dead_pid}-0badf00d-boottest"));
+    std::fs::write(&stale, b"x").expect("create stale segment");
+
+    let out = run_job(&["-n", "2"], "boot_echo", &["segment"]);
+    assert!(out.status.success(), "{}", out.stderr);
+    let job = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("job "))
+        .expect("job id");
+    for r in 0..2 {
+        let segment = format!("/dev/shm/onesided-{job}-boottest-{r}");
+        assert!(!Path::new(&segment).exists(), "{segment} left behind");
+    }
+    assert!(!stale.exists(), "stale segment left behind");
+}
+
+/// Starts `onesided run -n 2 boot_echo sleep`, waits for both ranks' pids, sends `sig` to the
+/// launcher and returns its exit status and the ranks' pids.
+fn signal_launcher(sig: i32) -> (Option<ExitStatus>, Vec<u32>) {
+    let mut cmd = launcher(&["-n", "2"], "boot_echo", &["sleep"]);
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn launcher");
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let pids: Vec<u32> = stdout
+        .lines()
+        .take(2)
+        .map(|l| l.expect("line")["pid ".len()..].parse().expect("pid"))
+        .collect();
+    kill(child.id(), sig).expect("signal the launcher");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break Some(status);
+        }
+        if sig == SIGKILL || start.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    (status, pids)
+}
+
+/// Whether `pid` is gone (or a zombie nobody reaped).
+fn gone(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let zombie = stat
+        .rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+    !pid_alive(pid) || zombie
+}
+
+fn wait_gone(pids: &[u32]) {
+    let start = Instant::now();
+    while !pids.iter().all(|&p| gone(p)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "ranks {pids:?} survive"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sigterm_to_launcher_stops_the_ranks() {
+    let (status, pids) = signal_launcher(SIGTERM);
+    let status = status.expect("launcher did not exit after SIGTERM");
+    assert_eq!(status.code(), Some(128 + SIGTERM));
+    wait_gone(&pids);
+}
+
+#[test]
+fn sigkilled_launcher_takes_its_ranks_along() {
+    let (_, pids) = signal_launcher(SIGKILL);
+    wait_gone(&pids);
+}
