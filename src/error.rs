@@ -137,5 +137,18 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+impl From<onesided_shm::OutOfRange> for Error {
+    /// An access outside window or control memory: MPI_ERR_RMA_RANGE.
+    fn from(r: onesided_shm::OutOfRange) -> Error {
+        Error::new(
+            ErrorClass::RmaRange,
+            format!(
+                "{} bytes at byte offset {} outside {} bytes of window memory",
+                r.len, r.offset, r.limit
+            ),
+        )
+    }
+}
+
 /// Result of onesided calls.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -42,6 +42,11 @@ pub struct RunArgs {
     /// Pretend the ranks run on K nodes: rank r gets ONESIDED_NODE=sim<r*K/N>.
     #[arg(long, value_name = "K")]
     pub simulate_nodes: Option<usize>,
+    /// Bind each rank to a CPU: `core` binds rank r to the r-th CPU this launcher may use,
+    /// `none` leaves placement to the scheduler, `auto` (the default) binds when there are at
+    /// least as many CPUs as ranks, as mpirun does for small jobs.
+    #[arg(long, value_enum, default_value_t = Bind::Auto)]
+    pub bind_to: Bind,
     /// The program to run, followed by its arguments.
     #[arg(
         required = true,
@@ -50,6 +55,17 @@ pub struct RunArgs {
         value_name = "PROGRAM"
     )]
     pub command: Vec<OsString>,
+}
+
+/// Placement of ranks on CPUs.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bind {
+    /// Bind when there are at least as many CPUs as ranks.
+    Auto,
+    /// Bind rank r to the r-th allowed CPU (round robin when there are more ranks).
+    Core,
+    /// No binding.
+    None,
 }
 
 /// A job to launch.
@@ -67,6 +83,8 @@ pub struct Job {
     pub simulate_nodes: Option<usize>,
     /// Extra environment variables of the ranks, set after (so overriding) the `ONESIDED_*` ones.
     pub extra_env: Vec<(String, String)>,
+    /// Placement of the ranks on CPUs.
+    pub bind: Bind,
 }
 
 /// Runs `onesided run` with parsed arguments; returns the process exit code. Errors are printed
@@ -84,6 +102,7 @@ pub fn run_cli(args: RunArgs) -> i32 {
         tag_output: args.tag_output,
         simulate_nodes: args.simulate_nodes,
         extra_env: Vec::new(),
+        bind: args.bind_to,
     };
     match run(&job) {
         Ok(code) => code,
@@ -157,8 +176,12 @@ fn supervise(
 ) -> Result<i32> {
     let mut ranks = Vec::with_capacity(job.n);
     let mut pumps = Vec::new();
+    let cpus = placement(job);
     for r in 0..job.n {
         let mut cmd = rank_command(job, r, hub, secret, job_id);
+        if let Some(cpu) = cpus.get(r % cpus.len().max(1)) {
+            process::bind_to_cpu(&mut cmd, *cpu);
+        }
         match cmd.spawn() {
             Ok(mut child) => {
                 if job.tag_output {
@@ -183,6 +206,16 @@ fn supervise(
     let code = wait_all(&mut ranks, hub, signals);
     join_all(pumps);
     Ok(code)
+}
+
+/// The CPUs ranks are bound to in turn; empty for no binding.
+fn placement(job: &Job) -> Vec<usize> {
+    let cpus = process::allowed_cpus().unwrap_or_default();
+    match job.bind {
+        Bind::Core => cpus,
+        Bind::Auto if cpus.len() >= job.n => cpus,
+        Bind::Auto | Bind::None => Vec::new(),
+    }
 }
 
 fn rank_command(job: &Job, r: usize, hub: &Hub, secret: &Secret, job_id: &str) -> Command {

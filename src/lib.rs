@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod boot;
 pub mod error;
 pub mod group;

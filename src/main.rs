@@ -1,8 +1,13 @@
-//! The `onesided` command: `run` starts a job of ranks on this machine.
+//! The `onesided` command: `run` starts a job of ranks on this machine; `bench` runs the OSU
+//! one-sided micro-benchmarks.
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "onesided", version, about = "MPI-4.1 one-sided communication for Rust")]
+#[command(
+    name = "onesided",
+    version,
+    about = "MPI-4.1 one-sided communication for Rust"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -12,12 +17,15 @@ struct Cli {
 enum Cmd {
     /// Start N ranks of PROGRAM on this machine.
     Run(onesided::launch::RunArgs),
+    /// Run an OSU one-sided micro-benchmark (on 2 ranks).
+    Bench(onesided::bench::BenchArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let code = match cli.cmd {
         Cmd::Run(args) => onesided::launch::run_cli(args),
+        Cmd::Bench(args) => onesided::bench::run_cli(args),
     };
     std::process::exit(code);
 }

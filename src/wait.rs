@@ -45,41 +45,28 @@ impl Backoff {
     }
 }
 
-/// The processes a wait depends on, checked while sleeping.
-#[derive(Debug)]
-pub(crate) struct Peers<'p> {
-    pids: &'p [u32],
+/// Ranks whose process is gone, among `pids` (indexed by rank).
+pub(crate) fn gone(pids: &[u32]) -> impl Iterator<Item = usize> + '_ {
+    (0..pids.len()).filter(|&r| !onesided_shm::process::pid_alive(pids[r]))
 }
 
-impl<'p> Peers<'p> {
-    pub(crate) fn new(pids: &'p [u32]) -> Peers<'p> {
-        Peers { pids }
-    }
-
-    /// `Err(PROC_FAILED)` naming the first rank whose process is gone.
-    pub(crate) fn check(&self) -> Result<()> {
-        match self
-            .pids
-            .iter()
-            .position(|&p| !onesided_shm::process::pid_alive(p))
-        {
-            Some(rank) => Err(Error::new(
-                ErrorClass::ProcFailed,
-                format!("rank {rank} (pid {}) is gone", self.pids[rank]),
-            )),
-            None => Ok(()),
-        }
-    }
+/// MPI_ERR_PROC_FAILED naming `rank`.
+pub(crate) fn failed(rank: usize, pids: &[u32]) -> Error {
+    Error::new(
+        ErrorClass::ProcFailed,
+        format!("rank {rank} (pid {}) is gone", pids[rank]),
+    )
 }
 
 /// Wait until the 64-bit word at `offset` of this rank's control block `ctrl` satisfies `done`;
-/// returns its value.
+/// returns its value. `watch` is called whenever the waiter has slept and the word is still not
+/// there: it returns an error when what the wait depends on can no longer happen.
 pub(crate) fn until(
     ctrl: &Mem<'static>,
     offset: usize,
     done: impl Fn(u64) -> bool,
     transport: &dyn Transport,
-    peers: &Peers<'_>,
+    watch: &dyn Fn() -> Result<()>,
 ) -> Result<u64> {
     let range = |_| Error::new(ErrorClass::Intern, "control word outside the control block");
     let word = ctrl.atomic_u64(offset).map_err(range)?;
@@ -105,14 +92,18 @@ pub(crate) fn until(
         } else {
             std::thread::sleep(Duration::from_micros(50));
         }
-        peers.check()?;
+        let v = word.load(Ordering::Acquire);
+        if done(v) {
+            return Ok(v);
+        }
+        watch()?;
     }
 }
 
-/// Retry `attempt` until it returns `Some`, backing off between tries and checking `peers`
-/// while sleeping (for waits on another rank's memory, such as a contended lock).
+/// Retry `attempt` until it returns `Some`, backing off between tries and calling `watch` while
+/// sleeping (for waits on another rank's memory, such as a contended lock).
 pub(crate) fn retry<T>(
-    peers: &Peers<'_>,
+    watch: &dyn Fn() -> Result<()>,
     mut attempt: impl FnMut() -> Result<Option<T>>,
 ) -> Result<T> {
     let mut backoff = Backoff::new();
@@ -126,7 +117,7 @@ pub(crate) fn retry<T>(
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(1));
             if checked.elapsed() >= NAP {
-                peers.check()?;
+                watch()?;
                 checked = Instant::now();
             }
         }
@@ -151,7 +142,8 @@ mod tests {
         let dead = child.id();
         child.wait().unwrap();
         let pids = [std::process::id(), dead];
-        let e = Peers::new(&pids).check().unwrap_err();
+        assert_eq!(gone(&pids).collect::<Vec<_>>(), vec![1]);
+        let e = failed(1, &pids);
         assert_eq!(e.class(), ErrorClass::ProcFailed);
         assert!(e.message().contains("rank 1"), "{e}");
     }

@@ -26,6 +26,16 @@ pub enum CmaError {
     Os(io::Error),
 }
 
+/// The signature shared by `process_vm_readv` and `process_vm_writev`.
+type Syscall = unsafe extern "C" fn(
+    libc::pid_t,
+    *const libc::iovec,
+    libc::c_ulong,
+    *const libc::iovec,
+    libc::c_ulong,
+    libc::c_ulong,
+) -> isize;
+
 impl RemoteMem {
     /// Describe another process's memory. The own process is refused: it is reached through
     /// [`crate::Mem`], and writing through an address would bypass Rust's borrow rules.
@@ -60,22 +70,30 @@ impl RemoteMem {
         }
     }
 
-    /// Copy `src` to `offset` in the remote region.
-    pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), CmaError> {
-        let at = self.range(offset, src.len())?;
+    /// Move `len` bytes between local address `local` and remote address `at`, calling
+    /// `call` until all bytes moved (the kernel may move fewer per call).
+    fn transfer(
+        &self,
+        local: *mut u8,
+        at: usize,
+        len: usize,
+        call: Syscall,
+    ) -> Result<(), CmaError> {
         let mut done = 0;
-        while done < src.len() {
-            let local = libc::iovec {
-                iov_base: src[done..].as_ptr() as *mut libc::c_void,
-                iov_len: src.len() - done,
+        while done < len {
+            let l = libc::iovec {
+                // `done < len`, so the pointer stays inside the caller's slice.
+                iov_base: local.wrapping_add(done).cast(),
+                iov_len: len - done,
             };
-            let remote = libc::iovec {
+            let r = libc::iovec {
                 iov_base: (at + done) as *mut libc::c_void,
-                iov_len: src.len() - done,
+                iov_len: len - done,
             };
-            // SAFETY: `local` describes readable memory of `src`; the remote range belongs to
-            // another process and is checked by the kernel, never dereferenced here.
-            let n = unsafe { libc::process_vm_writev(self.pid, &local, 1, &remote, 1, 0) };
+            // SAFETY: `l` describes the rest of a live slice of the caller (readable for writes,
+            // exclusively borrowed for reads); the remote range belongs to another process and
+            // is checked by the kernel, never dereferenced here.
+            let n = unsafe { call(self.pid, &l, 1, &r, 1, 0) };
             if n <= 0 {
                 return Err(CmaError::Os(io::Error::last_os_error()));
             }
@@ -84,27 +102,21 @@ impl RemoteMem {
         Ok(())
     }
 
+    /// Copy `src` to `offset` in the remote region.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), CmaError> {
+        let at = self.range(offset, src.len())?;
+        // process_vm_writev only reads the local buffer, so the cast to *mut is never written.
+        self.transfer(
+            src.as_ptr().cast_mut(),
+            at,
+            src.len(),
+            libc::process_vm_writev,
+        )
+    }
+
     /// Copy from `offset` in the remote region into `dst`.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), CmaError> {
         let at = self.range(offset, dst.len())?;
-        let mut done = 0;
-        while done < dst.len() {
-            let local = libc::iovec {
-                iov_base: dst[done..].as_mut_ptr().cast(),
-                iov_len: dst.len() - done,
-            };
-            let remote = libc::iovec {
-                iov_base: (at + done) as *mut libc::c_void,
-                iov_len: dst.len() - done,
-            };
-            // SAFETY: `local` describes writable memory of `dst`; the remote range is checked by
-            // the kernel.
-            let n = unsafe { libc::process_vm_readv(self.pid, &local, 1, &remote, 1, 0) };
-            if n <= 0 {
-                return Err(CmaError::Os(io::Error::last_os_error()));
-            }
-            done += n as usize;
-        }
-        Ok(())
+        self.transfer(dst.as_mut_ptr(), at, dst.len(), libc::process_vm_readv)
     }
 }

@@ -181,38 +181,36 @@ impl<'a> Mem<'a> {
         Ok(())
     }
 
-    /// The 8-byte atomic word at `offset` (which must be 8-aligned in memory).
-    #[inline]
-    pub fn atomic_u64(&self, offset: usize) -> Result<&AtomicU64, OutOfRange> {
-        self.check(offset, 8)?;
-        // SAFETY: in range; alignment checked just below before the reference is made.
+    /// The address of the `size`-byte word at `offset`, which must be in range and aligned to
+    /// `size`.
+    fn word(&self, offset: usize, size: usize) -> Result<*mut u8, OutOfRange> {
+        self.check(offset, size)?;
+        // SAFETY: `offset + size <= len` was checked, so the pointer stays inside the block.
         let p = unsafe { self.ptr.as_ptr().add(offset) };
-        if p as usize % 8 != 0 {
+        if p as usize % size != 0 {
             return Err(OutOfRange {
                 offset,
-                len: 8,
+                len: size,
                 limit: self.len,
             });
         }
-        // SAFETY: in range, aligned, and the memory lives as long as `self`; all concurrent
-        // accessors of these control words use atomics.
+        Ok(p)
+    }
+
+    /// The 8-byte atomic word at `offset` (which must be 8-aligned in memory).
+    #[inline]
+    pub fn atomic_u64(&self, offset: usize) -> Result<&AtomicU64, OutOfRange> {
+        let p = self.word(offset, 8)?;
+        // SAFETY: in range and aligned (checked by `word`), and the memory lives as long as
+        // `self`; all concurrent accessors of these words use atomics.
         Ok(unsafe { AtomicU64::from_ptr(p.cast()) })
     }
 
     /// The 4-byte atomic word at `offset` (4-aligned), e.g. for futex waits.
     #[inline]
     pub fn atomic_u32(&self, offset: usize) -> Result<&AtomicU32, OutOfRange> {
-        self.check(offset, 4)?;
-        // SAFETY: in range; alignment checked below.
-        let p = unsafe { self.ptr.as_ptr().add(offset) };
-        if p as usize % 4 != 0 {
-            return Err(OutOfRange {
-                offset,
-                len: 4,
-                limit: self.len,
-            });
-        }
-        // SAFETY: in range, aligned, lives as long as `self`.
+        let p = self.word(offset, 4)?;
+        // SAFETY: in range and aligned (checked by `word`); lives as long as `self`.
         Ok(unsafe { AtomicU32::from_ptr(p.cast()) })
     }
 }

@@ -112,6 +112,47 @@ fn set_death_signal(parent: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// The CPUs this process may run on, ascending.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a writable cpu_set_t of the size passed.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: CPU_ISSET reads the set for an index below its capacity.
+    Ok((0..max)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Makes the child that `cmd` will start run only on CPU `cpu`.
+pub fn bind_to_cpu(cmd: &mut Command, cpu: usize) {
+    // SAFETY: the hook runs in the forked child before exec; it makes one async-signal-safe
+    // system call on a set on its stack and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || set_affinity(cpu));
+    }
+}
+
+/// Pre-exec body of [`bind_to_cpu`]: async-signal-safe, no allocation.
+fn set_affinity(cpu: usize) -> io::Result<()> {
+    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below the set's capacity (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Allows any process of the same user to ptrace this one (Yama `PR_SET_PTRACER_ANY`), which
 /// `process_vm_readv`/`process_vm_writev` from sibling ranks need under Yama scope 1.
 /// Succeeds without effect on kernels without Yama (`EINVAL`).

@@ -21,6 +21,9 @@ pub const LOCK: usize = 0;
 pub const SLEEPERS: usize = LINE;
 /// The doorbell, a 32-bit futex word bumped to wake sleepers.
 pub const DOORBELL: usize = 2 * LINE;
+/// The last barrier generation this rank completed: a rank that died after completing the
+/// barrier others wait in cannot be what they wait for.
+pub const BARRIER_DONE: usize = 3 * LINE;
 /// First dissemination-barrier slot; slot `k` is at `BARRIER + k * LINE`.
 pub const BARRIER: usize = 4 * LINE;
 

@@ -1,15 +1,20 @@
-//! The lock word of a window target, driven by remote atomics (as in foMPI and Open MPI
-//! osc/rdma): one fetch-add takes a shared lock, one compare-and-swap an exclusive one.
+//! The lock word of a window target, driven by remote fetch-adds (as in foMPI and Open MPI
+//! osc/rdma): one atomic takes an uncontended lock, shared or exclusive.
 //!
-//! The low 32 bits count shared holders (and shared attempts in flight); `EXCLUSIVE` marks an
-//! exclusive holder. A shared attempt that sees `EXCLUSIVE` backs out with a fetch-add of -1. The
-//! exclusive holder releases with a fetch-add of -`EXCLUSIVE`, not a store of 0, because shared
-//! attempts may have bumped the count in the meantime.
+//! The low 32 bits count shared holders (and shared attempts in flight); the high 32 bits count
+//! exclusive claims. A shared attempt adds 1 and backs out (adds -1) if it saw a claim. An
+//! exclusive attempt adds `EXCLUSIVE`: if it saw nothing it holds the lock; if it saw another
+//! claim it backs out; if it saw only shared holders, its claim stands (new shared attempts now
+//! back out) and it waits for the shared count to drain to 0. Writers therefore cannot be
+//! starved by a stream of readers. Releases are fetch-adds, never stores, because attempts in
+//! flight change the word at any time.
 //!
 //! # MPI-4.1: 12.5.3
 
-/// The bit of an exclusive holder.
+/// One exclusive claim.
 pub const EXCLUSIVE: u64 = 1 << 32;
+/// The shared-holder count.
+const SHARED_MASK: u64 = EXCLUSIVE - 1;
 
 /// The kind of lock. # MPI-4.1: 12.5.3 (MPI_LOCK_SHARED, MPI_LOCK_EXCLUSIVE)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,30 +69,39 @@ pub enum Amo {
 pub fn acquire(kind: LockType) -> Amo {
     match kind {
         LockType::Shared => Amo::FetchAdd(1),
-        LockType::Exclusive => Amo::CompareSwap {
-            compare: 0,
-            swap: EXCLUSIVE,
-        },
+        LockType::Exclusive => Amo::FetchAdd(EXCLUSIVE),
     }
 }
 
-/// Whether the attempt whose atomic returned `old` got the lock.
-pub fn acquired(kind: LockType, old: u64) -> bool {
+/// What an attempt has to do next, given the old value its atomic returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The lock is held.
+    Acquired,
+    /// The attempt lost: undo it with this atomic, then retry later.
+    BackOut(Amo),
+    /// The exclusive claim stands: wait until [`drained`] holds for the word, then the lock is held.
+    Drain,
+}
+
+/// The outcome of an attempt of `kind` whose atomic returned `old`.
+pub fn outcome(kind: LockType, old: u64) -> Outcome {
+    let claimed = old & !SHARED_MASK != 0;
     match kind {
-        LockType::Shared => old & !(EXCLUSIVE - 1) == 0,
-        LockType::Exclusive => old == 0,
+        LockType::Shared if claimed => Outcome::BackOut(Amo::FetchAdd(u64::MAX)),
+        LockType::Shared => Outcome::Acquired,
+        LockType::Exclusive if claimed => Outcome::BackOut(release(LockType::Exclusive)),
+        LockType::Exclusive if old == 0 => Outcome::Acquired,
+        LockType::Exclusive => Outcome::Drain,
     }
 }
 
-/// The atomic that undoes a failed attempt, if one is needed.
-pub fn back_out(kind: LockType) -> Option<Amo> {
-    match kind {
-        LockType::Shared => Some(Amo::FetchAdd(u64::MAX)),
-        LockType::Exclusive => None,
-    }
+/// Whether no shared holder is left, so that a standing exclusive claim holds the lock.
+pub fn drained(word: u64) -> bool {
+    word & SHARED_MASK == 0
 }
 
-/// The atomic that releases a held lock.
+/// The atomic that releases a held lock (or withdraws a standing exclusive claim).
 pub fn release(kind: LockType) -> Amo {
     match kind {
         LockType::Shared => Amo::FetchAdd(u64::MAX),
@@ -108,43 +122,60 @@ pub fn apply(word: u64, amo: Amo) -> (u64, u64) {
 mod tests {
     use super::*;
 
-    fn attempt(word: &mut u64, kind: LockType) -> bool {
+    /// One attempt on a simulated word; a draining claim stays in the word.
+    fn attempt(word: &mut u64, kind: LockType) -> Outcome {
         let (old, new) = apply(*word, acquire(kind));
         *word = new;
-        if acquired(kind, old) {
-            return true;
+        let out = outcome(kind, old);
+        if let Outcome::BackOut(undo) = out {
+            *word = apply(*word, undo).1;
         }
-        if let Some(b) = back_out(kind) {
-            *word = apply(*word, b).1;
-        }
-        false
+        out
     }
 
     #[test]
-    fn shared_holders_coexist_and_block_exclusive() {
+    fn shared_holders_coexist_and_exclusive_waits_for_them() {
         let mut w = 0;
-        assert!(attempt(&mut w, LockType::Shared));
-        assert!(attempt(&mut w, LockType::Shared));
-        assert!(!attempt(&mut w, LockType::Exclusive));
-        assert_eq!(w, 2);
+        assert_eq!(attempt(&mut w, LockType::Shared), Outcome::Acquired);
+        assert_eq!(attempt(&mut w, LockType::Shared), Outcome::Acquired);
+        assert_eq!(attempt(&mut w, LockType::Exclusive), Outcome::Drain);
+        assert!(!drained(w));
+        // The claim now turns new readers and writers away.
+        assert!(matches!(
+            attempt(&mut w, LockType::Shared),
+            Outcome::BackOut(_)
+        ));
+        assert!(matches!(
+            attempt(&mut w, LockType::Exclusive),
+            Outcome::BackOut(_)
+        ));
         w = apply(w, release(LockType::Shared)).1;
+        assert!(!drained(w));
         w = apply(w, release(LockType::Shared)).1;
-        assert!(attempt(&mut w, LockType::Exclusive));
+        assert!(drained(w));
         assert_eq!(w, EXCLUSIVE);
+        w = apply(w, release(LockType::Exclusive)).1;
+        assert_eq!(w, 0);
     }
 
     #[test]
     fn exclusive_blocks_everyone_and_release_keeps_inflight_shared_counts() {
         let mut w = 0;
-        assert!(attempt(&mut w, LockType::Exclusive));
-        assert!(!attempt(&mut w, LockType::Shared));
-        assert!(!attempt(&mut w, LockType::Exclusive));
+        assert_eq!(attempt(&mut w, LockType::Exclusive), Outcome::Acquired);
+        assert!(matches!(
+            attempt(&mut w, LockType::Shared),
+            Outcome::BackOut(_)
+        ));
+        assert!(matches!(
+            attempt(&mut w, LockType::Exclusive),
+            Outcome::BackOut(_)
+        ));
         assert_eq!(w, EXCLUSIVE);
         // A shared attempt in flight (incremented, not yet backed out) during the release.
         w = apply(w, acquire(LockType::Shared)).1;
         w = apply(w, release(LockType::Exclusive)).1;
         assert_eq!(w, 1);
-        w = apply(w, back_out(LockType::Shared).unwrap()).1;
+        w = apply(w, Amo::FetchAdd(u64::MAX)).1;
         assert_eq!(w, 0);
     }
 
@@ -159,12 +190,12 @@ mod tests {
     }
 
     #[test]
-    fn many_shared_holders_never_look_exclusive() {
+    fn many_shared_holders_never_look_claimed() {
         let mut w = 0;
         for _ in 0..1000 {
-            assert!(attempt(&mut w, LockType::Shared));
+            assert_eq!(attempt(&mut w, LockType::Shared), Outcome::Acquired);
         }
-        assert_eq!(w & EXCLUSIVE, 0);
-        assert!(!attempt(&mut w, LockType::Exclusive));
+        assert_eq!(w & !SHARED_MASK, 0);
+        assert_eq!(attempt(&mut w, LockType::Exclusive), Outcome::Drain);
     }
 }

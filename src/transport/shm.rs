@@ -11,7 +11,7 @@ use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
 use onesided_shm::cma::{CmaError, RemoteMem};
-use onesided_shm::{Mem, OutOfRange, Segment, futex};
+use onesided_shm::{Mem, Segment, futex};
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
@@ -94,19 +94,9 @@ const CAPS: Caps = Caps {
     data_atomics: true,
 };
 
-fn range_err(r: OutOfRange) -> Error {
-    Error::new(
-        ErrorClass::RmaRange,
-        format!(
-            "access of {} bytes at offset {} outside {} bytes",
-            r.len, r.offset, r.limit
-        ),
-    )
-}
-
 fn cma_err(e: CmaError) -> Error {
     match e {
-        CmaError::Range(r) => range_err(r),
+        CmaError::Range(r) => Error::from(r),
         CmaError::Os(e) if e.raw_os_error() == Some(libc::ESRCH) => Error::new(
             ErrorClass::ProcFailed,
             format!("target process is gone: {e}"),
@@ -139,10 +129,12 @@ impl<'a> ShmTransport<'a> {
                     format!("rank {rank} is on segment {}, not this node's", key.segment),
                 ));
             }
-            let ctrl = whole.sub(key.ctrl, layout::CTRL_BLOCK).map_err(range_err)?;
+            let ctrl = whole
+                .sub(key.ctrl, layout::CTRL_BLOCK)
+                .map_err(Error::from)?;
             let data = match (&key.data, rank == me) {
                 (DataDesc::Segment { off, len }, _) => {
-                    Data::Mapped(whole.sub(*off, *len).map_err(range_err)?)
+                    Data::Mapped(whole.sub(*off, *len).map_err(Error::from)?)
                 }
                 (DataDesc::Process { .. }, true) => {
                     Data::Mapped(own.take().ok_or_else(|| {
@@ -174,9 +166,9 @@ impl<'a> ShmTransport<'a> {
 
     /// Wake whoever sleeps on `ctrl`'s doorbell (only a load when nobody does).
     fn ring(ctrl: &Mem<'static>) -> Result<()> {
-        let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(range_err)?;
+        let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(Error::from)?;
         if sleepers.load(Ordering::SeqCst) > 0 {
-            let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range_err)?;
+            let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(Error::from)?;
             bell.fetch_add(1, Ordering::SeqCst);
             futex::wake_all(bell);
         }
@@ -208,8 +200,8 @@ impl Transport for ShmTransport<'_> {
     fn put(&self, target: usize, space: Space, offset: usize, src: &[u8]) -> Result<()> {
         let t = self.target(target)?;
         match (space, &t.data) {
-            (Space::Control, _) => t.ctrl.write(offset, src).map_err(range_err),
-            (Space::Data, Data::Mapped(m)) => m.write(offset, src).map_err(range_err),
+            (Space::Control, _) => t.ctrl.write(offset, src).map_err(Error::from),
+            (Space::Data, Data::Mapped(m)) => m.write(offset, src).map_err(Error::from),
             (Space::Data, Data::Process(p)) => p.write(offset, src).map_err(cma_err),
         }
     }
@@ -218,8 +210,8 @@ impl Transport for ShmTransport<'_> {
     fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()> {
         let t = self.target(target)?;
         match (space, &t.data) {
-            (Space::Control, _) => t.ctrl.read(offset, dst).map_err(range_err),
-            (Space::Data, Data::Mapped(m)) => m.read(offset, dst).map_err(range_err),
+            (Space::Control, _) => t.ctrl.read(offset, dst).map_err(Error::from),
+            (Space::Data, Data::Mapped(m)) => m.read(offset, dst).map_err(Error::from),
             (Space::Data, Data::Process(p)) => p.read(offset, dst).map_err(cma_err),
         }
     }
@@ -228,14 +220,14 @@ impl Transport for ShmTransport<'_> {
         let t = self.target(target)?;
         match (space, &t.data) {
             (Space::Control, _) => {
-                let old = apply(t.ctrl.atomic_u64(offset).map_err(range_err)?, op);
+                let old = apply(t.ctrl.atomic_u64(offset).map_err(Error::from)?, op);
                 if !matches!(op, Amo::Load) {
                     Self::ring(&t.ctrl)?;
                 }
                 Ok(old)
             }
             (Space::Data, Data::Mapped(m)) => {
-                Ok(apply(m.atomic_u64(offset).map_err(range_err)?, op))
+                Ok(apply(m.atomic_u64(offset).map_err(Error::from)?, op))
             }
             (Space::Data, Data::Process(_)) => Err(Error::new(
                 ErrorClass::Other,

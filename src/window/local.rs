@@ -11,32 +11,22 @@
 use super::{Flavor, Window};
 use crate::error::{Error, ErrorClass, Result};
 use bytemuck::Pod;
-use onesided_shm::{Mem, OutOfRange};
+use onesided_shm::Mem;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU64;
-
-fn local_range(r: OutOfRange) -> Error {
-    Error::new(
-        ErrorClass::RmaRange,
-        format!(
-            "{} bytes at byte offset {} outside {} bytes of window memory",
-            r.len, r.offset, r.limit
-        ),
-    )
-}
 
 /// Copy elements at displacement `disp` (unit `unit`) of `mem` into `out`.
 fn read_at<T: Pod>(mem: &Mem<'_>, unit: usize, disp: usize, out: &mut [T]) -> Result<()> {
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
     let off = disp.checked_mul(unit).unwrap_or(usize::MAX);
-    mem.read(off, bytes).map_err(local_range)
+    mem.read(off, bytes).map_err(Error::from)
 }
 
 /// Copy `data` to displacement `disp` (unit `unit`) of `mem`.
 fn write_at<T: Pod>(mem: &Mem<'_>, unit: usize, disp: usize, data: &[T]) -> Result<()> {
     let off = disp.checked_mul(unit).unwrap_or(usize::MAX);
     mem.write(off, bytemuck::cast_slice(data))
-        .map_err(local_range)
+        .map_err(Error::from)
 }
 
 /// Another rank's window memory on this node, reachable by loads and stores.
@@ -84,7 +74,7 @@ impl SharedRegion<'_> {
 
     /// The 64-bit atomic at byte offset `offset` (8-aligned), for CPU atomics on shared memory.
     pub fn atomic_u64(&self, offset: usize) -> Result<&AtomicU64> {
-        self.mem()?.atomic_u64(offset).map_err(local_range)
+        self.mem()?.atomic_u64(offset).map_err(Error::from)
     }
 }
 

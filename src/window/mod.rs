@@ -176,18 +176,41 @@ impl<'a> Window<'a> {
     ///
     /// # MPI-4.1: 12.2.5 (MPI_WIN_FREE)
     pub fn free(self) -> Result<()> {
-        self.release()
+        self.release().result
     }
 
-    fn release(&self) -> Result<()> {
+    /// Close this rank's epochs and wait until no rank accesses this rank's memory any more.
+    fn release(&self) -> Released {
         if self.freed.replace(true) {
-            return Ok(());
+            return Released {
+                result: Ok(()),
+                quiet: true,
+            };
         }
         let open = self.epochs.borrow().free();
         let closed = self.close_epochs();
+        if std::thread::panicking() {
+            // The process is going down: waiting for the others could block its exit. Memory of
+            // the node segment stays mapped by the others; lent memory is guarded by `create`.
+            return Released {
+                result: open.and(closed),
+                quiet: false,
+            };
+        }
         let barrier = self.barrier();
-        open.and(closed).and(barrier)
+        let quiet = barrier.is_ok();
+        Released {
+            result: open.and(closed).and(barrier),
+            quiet,
+        }
     }
+}
+
+/// The outcome of releasing a window.
+struct Released {
+    result: Result<()>,
+    /// Every rank is known to have finished accessing this rank's memory.
+    quiet: bool,
 }
 
 impl Drop for Window<'_> {

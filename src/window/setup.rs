@@ -31,6 +31,18 @@ struct Request<'a> {
     user: Option<Mem<'a>>,
 }
 
+impl Request<'static> {
+    /// A window whose memory onesided allocates.
+    fn owned(flavor: Flavor, size: usize, disp_unit: usize) -> Request<'static> {
+        Request {
+            flavor,
+            size,
+            disp_unit,
+            user: None,
+        }
+    }
+}
+
 impl Window<'static> {
     /// Allocate `size` bytes on this rank and open them, with those of every rank of `comm`, as
     /// a window. Collective over `comm`; `disp_unit` must be positive.
@@ -45,12 +57,7 @@ impl Window<'static> {
         build(
             comm,
             info,
-            Request {
-                flavor: Flavor::Allocate,
-                size,
-                disp_unit,
-                user: None,
-            },
+            Request::owned(Flavor::Allocate, size, disp_unit),
         )
     }
 
@@ -66,45 +73,70 @@ impl Window<'static> {
         disp_unit: usize,
         info: &Info,
     ) -> Result<Window<'static>> {
-        build(
-            comm,
-            info,
-            Request {
-                flavor: Flavor::Shared,
-                size,
-                disp_unit,
-                user: None,
-            },
-        )
+        build(comm, info, Request::owned(Flavor::Shared, size, disp_unit))
     }
 }
 
 impl<'a> Window<'a> {
-    /// Open `memory`, which the caller lends for the window's lifetime, to one-sided access by
-    /// every rank of `comm`. Collective. Other ranks of the node reach it by cross-memory attach
+    /// Open `memory`, lent by the caller, to one-sided access by every rank of `comm`, run `body`
+    /// on the window, then free it collectively and return what `body` returned. Collective.
+    ///
+    /// The window cannot outlive the call, so the memory is never handed back while another rank
+    /// may still write into it: the free at the end waits for every rank. If that cannot be
+    /// ensured (`body` panics, or a rank dies during the free), the process aborts instead of
+    /// returning the memory. Other ranks of the node reach the memory by cross-memory attach
     /// (process_vm_writev / process_vm_readv); the owner reads and writes it through
-    /// [`Window::read_local`] / [`Window::write_local`] while the window lives.
+    /// [`Window::read_local`] / [`Window::write_local`] inside `body`.
     ///
     /// # MPI-4.1: 12.2.1 (MPI_WIN_CREATE)
-    pub fn create<T: Pod>(
+    pub fn create<T: Pod, R>(
         comm: &Comm,
         memory: &'a mut [T],
         disp_unit: usize,
         info: &Info,
-    ) -> Result<Window<'a>> {
+        body: impl FnOnce(&Window<'a>) -> R,
+    ) -> Result<R> {
         let bytes: &'a mut [u8] = bytemuck::cast_slice_mut(memory);
-        let size = bytes.len();
-        build(
-            comm,
-            info,
-            Request {
-                flavor: Flavor::Create,
-                size,
-                disp_unit,
-                user: Some(Mem::from_slice(bytes)),
-            },
-        )
+        let request = Request {
+            flavor: Flavor::Create,
+            size: bytes.len(),
+            disp_unit,
+            user: Some(Mem::from_slice(bytes)),
+        };
+        let win = build(comm, info, request)?;
+        let out = {
+            let _guard = AbortOnUnwind;
+            body(&win)
+        };
+        let freed = win.release();
+        if !freed.quiet {
+            abort_lent(&freed.result);
+        }
+        freed.result.map(|()| out)
     }
+}
+
+/// Aborts the process if dropped while unwinding: memory lent to a window must not be handed
+/// back while other ranks may still write into it.
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            abort_lent(&Err(Error::new(
+                ErrorClass::Other,
+                "panic inside Window::create",
+            )));
+        }
+    }
+}
+
+fn abort_lent(why: &Result<()>) -> ! {
+    let why = why.as_ref().err().map_or(String::new(), |e| e.to_string());
+    eprintln!(
+        "onesided: aborting: memory lent to Window::create cannot be handed back while other ranks may still write into it ({why})"
+    );
+    std::process::abort()
 }
 
 /// Arguments every rank checks alone.

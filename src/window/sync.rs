@@ -9,10 +9,10 @@
 use super::Window;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::assert::{self, Assert};
-use crate::protocol::lockword::{self, Amo, LockType};
+use crate::protocol::lockword::{self, Amo, LockType, Outcome};
 use crate::protocol::{barrier, layout};
 use crate::transport::Space;
-use crate::wait::{self, Peers};
+use crate::wait;
 
 impl Window<'_> {
     /// Dissemination barrier over the window's control blocks.
@@ -22,19 +22,40 @@ impl Window<'_> {
         let generation = self.barriers.get() + 1;
         self.barriers.set(generation);
         let ctrl = self.shm.control(me)?;
-        // Every rank is watched, not just the one signalling this round: a live rank may be
-        // stuck behind a dead one.
-        let peers = Peers::new(&self.pids);
+        // Every rank is watched, not just the one signalling this round (a live rank may be
+        // stuck behind a dead one), but a rank that completed this barrier before it died owes
+        // nobody a signal.
+        let watch = || {
+            for r in wait::gone(&self.pids) {
+                let done = self
+                    .route(r)
+                    .amo(r, Space::Control, layout::BARRIER_DONE, Amo::Load);
+                if done.map_or(true, |d| d < generation) {
+                    return Err(wait::failed(r, &self.pids));
+                }
+            }
+            Ok(())
+        };
         for round in 0..barrier::rounds(n) {
             let to = barrier::partner(me, n, round);
             let slot = layout::barrier_slot(round);
             self.route(to)
                 .amo(to, Space::Control, slot, Amo::FetchAdd(1))?;
-            wait::until(ctrl, slot, |v| v >= generation, self.route(me), &peers).map_err(|e| {
+            wait::until(ctrl, slot, |v| v >= generation, self.route(me), &watch).map_err(|e| {
                 Error::new(e.class(), format!("fence/free barrier: {}", e.message()))
             })?;
         }
+        ctrl.atomic_u64(layout::BARRIER_DONE)?
+            .store(generation, std::sync::atomic::Ordering::Release);
         Ok(())
+    }
+
+    /// Fails once any rank of the window is gone (for waits on locks, which any rank may hold).
+    fn watch_all(&self) -> Result<()> {
+        match wait::gone(&self.pids).next() {
+            Some(r) => Err(wait::failed(r, &self.pids)),
+            None => Ok(()),
+        }
     }
 
     /// Collective fence: completes every RMA call of the epoch it closes, at origin and target,
@@ -61,21 +82,22 @@ impl Window<'_> {
     /// Take `kind` on `target`'s lock word, backing off while it is held in conflict.
     fn acquire(&self, kind: LockType, target: usize) -> Result<()> {
         let t = self.route(target);
-        let peers = Peers::new(&self.pids);
-        wait::retry(&peers, || {
-            let old = t.amo(
-                target,
-                Space::Control,
-                layout::LOCK,
-                lockword::acquire(kind),
-            )?;
-            if lockword::acquired(kind, old) {
-                return Ok(Some(()));
+        let watch = || self.watch_all();
+        let word = |op| t.amo(target, Space::Control, layout::LOCK, op);
+        wait::retry(&watch, || {
+            match lockword::outcome(kind, word(lockword::acquire(kind))?) {
+                Outcome::Acquired => Ok(Some(())),
+                Outcome::BackOut(undo) => word(undo).map(|_| None),
+                Outcome::Drain => {
+                    let drained = wait::retry(&watch, || {
+                        Ok(lockword::drained(word(Amo::Load)?).then_some(()))
+                    });
+                    if drained.is_err() {
+                        let _ = word(lockword::release(kind));
+                    }
+                    drained.map(Some)
+                }
             }
-            if let Some(undo) = lockword::back_out(kind) {
-                t.amo(target, Space::Control, layout::LOCK, undo)?;
-            }
-            Ok(None)
         })
     }
 

@@ -1,0 +1,95 @@
+//! Failure scenarios: one rank kills itself with SIGKILL in the middle of an epoch.
+//!
+//! The launcher must report it and end the job; the harness checks that. Survivors that are
+//! asked to (`report`) keep the launcher's SIGTERM from killing them (it is only recorded), say
+//! what their blocked call returned (`rank R saw CLASS: ...`) and then stay alive until the
+//! launcher's SIGKILL, so that no survivor's exit can unblock another one: each must learn of
+//! the dead rank by itself, within bounded time.
+//!
+//! # MPI-4.1: 12.5.1 (fence), 12.5.3 (lock); ULFM's MPI_ERR_PROC_FAILED
+
+use crate::util::*;
+use onesided::{Assert, Flavor, Info, LockType, World};
+use onesided_shm::process::{SIGKILL, TerminationSignals, kill};
+use std::time::Duration;
+
+/// How long the victim waits before dying, so that the others are blocked by then.
+const BEFORE_DEATH: Duration = Duration::from_millis(300);
+
+fn die() -> ! {
+    let _ = kill(std::process::id(), SIGKILL);
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Print what the blocked call returned and linger until the launcher kills this rank (exiting
+/// at once could be seen by the launcher before the victim's death and change its verdict).
+fn report(me: usize, what: &str, r: onesided::Result<()>) -> Res {
+    match r {
+        Ok(()) => Err(format!("{what} succeeded although a rank was killed")),
+        Err(e) => {
+            println!("rank {me} saw {e}");
+            std::thread::sleep(Duration::from_secs(10));
+            Err(format!("still alive 10 s after the failure ({what}: {e})"))
+        }
+    }
+}
+
+/// Victim `victim` dies while every other rank is blocked in a fence that closes an epoch
+/// with a put to the victim.
+fn in_fence(world: &World, flavor: Flavor, victim: usize, survivors_report: bool) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    with_window(world, flavor, 8 * n, 8, &Info::new(), |win| {
+        win.fence(Assert::NOPRECEDE).ctx("fence")?;
+        if me == victim {
+            std::thread::sleep(BEFORE_DEATH);
+            die();
+        }
+        win.put(&[tag(me, victim, 0)], victim, me)
+            .ctx("put to the victim")?;
+        let _guard = if survivors_report {
+            Some(TerminationSignals::install().map_err(|e| format!("catching SIGTERM: {e}"))?)
+        } else {
+            None
+        };
+        report(me, "fence", win.fence(Assert::NOSUCCEED))
+    })
+}
+
+/// The last rank dies while the others wait in a fence.
+pub fn last_in_fence(world: &World, flavor: Flavor) -> Res {
+    in_fence(world, flavor, world.size() - 1, false)
+}
+
+/// Rank 0 (which created the node segment) dies while the others wait in a fence.
+pub fn first_in_fence(world: &World, flavor: Flavor) -> Res {
+    in_fence(world, flavor, 0, false)
+}
+
+/// The last rank dies while the others wait in a fence; every survivor's fence must fail with
+/// MPI_ERR_PROC_FAILED (none may wait forever for a survivor that is itself stuck).
+pub fn last_in_fence_reported(world: &World, flavor: Flavor) -> Res {
+    in_fence(world, flavor, world.size() - 1, true)
+}
+
+/// The last rank dies holding an exclusive lock on rank 0 that every other rank waits for:
+/// their lock calls must fail with MPI_ERR_PROC_FAILED.
+pub fn holding_lock(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    with_window(world, flavor, 8, 8, &Info::new(), |win| {
+        if me == victim {
+            win.lock(LockType::Exclusive, 0, Assert::NONE)
+                .ctx("victim's lock")?;
+            win.put(&[1u64], 0, 0).ctx("victim's put")?;
+            world.barrier().ctx("barrier")?;
+            std::thread::sleep(BEFORE_DEATH);
+            die();
+        }
+        world.barrier().ctx("barrier")?;
+        let _guard = TerminationSignals::install().map_err(|e| format!("catching SIGTERM: {e}"))?;
+        let r = win.lock(LockType::Exclusive, 0, Assert::NONE);
+        report(me, "lock of a target locked by a dead rank", r)
+    })
+}

@@ -1,0 +1,131 @@
+//! Stress: the ends of jobs, where ranks that are done leave while others still finish.
+//!
+//! # MPI-4.1: 12.2.5 (MPI_WIN_FREE), 11.2.2 (MPI_FINALIZE)
+
+use crate::util::*;
+use onesided::{Flavor, Info, World};
+use std::time::Duration;
+
+/// How long an exclusive lock may wait behind shared lockers.
+const LIMIT: Duration = Duration::from_millis(250);
+
+/// Four ranks free a window; rank 2 is stopped (SIGSTOP, standing for a rank the scheduler
+/// leaves without a core for a while) inside the free barrier, before it could pass on its
+/// signal to rank 0. Ranks 1 and 3 complete the barrier without it (the dissemination pattern
+/// lets them) and rank 3 exits; rank 1 resumes rank 2 after 500 ms. Rank 0 must simply wait for
+/// rank 2: a rank that finished and left is not a failed rank.
+///
+/// Rounds of the barrier for 4 ranks: round 0 `i -> i+1`, round 1 `i -> i+2`. With ranks 0, 2
+/// and 3 waiting and rank 2 stopped in round 0 (it waits for rank 1), rank 1's arrival completes
+/// ranks 1 and 3; rank 0 still needs rank 2's round-1 signal.
+pub fn slow_rank_while_others_exit(world: &World, _: Flavor) -> Res {
+    const STOPPED: usize = 2;
+    let me = world.rank();
+    ensure!(
+        world.size() == 4,
+        "this scenario is laid out for 4 ranks, not {}",
+        world.size()
+    );
+    let pids = world
+        .allgather(&std::process::id().to_le_bytes())
+        .ctx("allgather of pids")?;
+    let pid = |r: usize| u32::from_le_bytes(pids[r][..4].try_into().expect("4 bytes"));
+    let win = onesided::Window::allocate(world, 8, 8, &Info::new()).ctx("allocate")?;
+    if me == 1 {
+        // Let the others fall asleep in the free barrier, then stop rank 2 there.
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        onesided_shm::process::kill(pid(STOPPED), libc::SIGSTOP)
+            .map_err(|e| format!("SIGSTOP: {e}"))?;
+    }
+    let freed = win.free();
+    if me == 1 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        onesided_shm::process::kill(pid(STOPPED), libc::SIGCONT)
+            .map_err(|e| format!("SIGCONT: {e}"))?;
+    }
+    freed.ctx(&format!(
+        "free on rank {me} while rank {STOPPED} was stopped and rank 3 exited"
+    ))
+}
+
+/// Two ranks free a window. Rank 0 waits in the free barrier for rank 1's signal and is stopped
+/// there (SIGSTOP: descheduled); rank 1 signals it, leaves the barrier and exits, and a helper
+/// resumes rank 0 300 ms later. The signal rank 0 waited for is in its control block: its free
+/// must succeed, although the rank that sent it is gone by the time rank 0 looks.
+pub fn stopped_waiter_source_exits(world: &World, _: Flavor) -> Res {
+    let me = world.rank();
+    ensure!(
+        world.size() == 2,
+        "this scenario is laid out for 2 ranks, not {}",
+        world.size()
+    );
+    let pids = world
+        .allgather(&std::process::id().to_le_bytes())
+        .ctx("allgather of pids")?;
+    let pid0 = u32::from_le_bytes(pids[0][..4].try_into().expect("4 bytes"));
+    let win = onesided::Window::allocate(world, 8, 8, &Info::new()).ctx("allocate")?;
+    if me == 1 {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        onesided_shm::process::kill(pid0, libc::SIGSTOP).map_err(|e| format!("SIGSTOP: {e}"))?;
+        std::process::Command::new("sh")
+            .args(["-c", &format!("sleep 0.3; kill -CONT {pid0}")])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting the helper that resumes rank 0: {e}"))?;
+    }
+    win.free().ctx(&format!("free on rank {me}"))
+}
+
+/// Rank 0 asks for an exclusive lock on every target while all other ranks keep taking and
+/// releasing shared locks (lock_all / unlock_all) on them: each exclusive lock must still be
+/// granted within [`LIMIT`] (no writer starvation; MPI implementations queue lock requests at
+/// the target, so a stream of shared lockers cannot keep an exclusive one out).
+pub fn exclusive_amid_shared(world: &World, flavor: Flavor) -> Res {
+    use onesided::{Assert, LockType};
+    use std::time::Instant;
+    let (me, n) = (world.rank(), world.size());
+    crate::util::with_window(world, flavor, 8, 8, &Info::new(), |win| {
+        world.barrier().ctx("barrier")?;
+        if me == 0 {
+            // Let the others get going, then two rounds over every target; the last one writes
+            // the mark that stops the others.
+            std::thread::sleep(Duration::from_millis(50));
+            let mut worst = Duration::ZERO;
+            for round in 0..2 {
+                for t in 0..n {
+                    let start = Instant::now();
+                    win.lock(LockType::Exclusive, t, Assert::NONE)
+                        .ctx("exclusive lock")?;
+                    let waited = start.elapsed();
+                    worst = worst.max(waited);
+                    ensure!(
+                        waited < LIMIT,
+                        "exclusive lock on rank {t} (round {round}) took {waited:?} behind shared lockers"
+                    );
+                    let value = if round == 1 { u64::MAX } else { t as u64 + 1 };
+                    win.put(&[value], t, 0).ctx("put")?;
+                    win.unlock(t).ctx("unlock")?;
+                }
+            }
+            println!("worst exclusive wait {worst:?}");
+        } else {
+            let start = Instant::now();
+            loop {
+                win.lock_all(Assert::NONE).ctx("lock_all")?;
+                let mut x = [0u64];
+                win.get(&mut x, me, 0).ctx("get")?;
+                win.unlock_all().ctx("unlock_all")?;
+                if x[0] == u64::MAX {
+                    break;
+                }
+                ensure!(
+                    start.elapsed() < 40 * LIMIT,
+                    "rank 0 never finished its exclusive locks"
+                );
+            }
+        }
+        world.barrier().ctx("barrier")
+    })
+}

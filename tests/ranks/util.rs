@@ -1,0 +1,155 @@
+//! Helpers of the rank side: error context, expected-error checks, windows of every flavor.
+
+use onesided::{Comm, ErrorClass, Flavor, Info, Model, Window};
+
+/// What a scenario returns on every rank: `Err` explains the first broken expectation.
+pub type Res = Result<(), String>;
+
+/// `ensure!(cond, "fmt", args...)`: return `Err(message)` from the scenario unless `cond`.
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+/// `ensure_eq!(left, right, "what")`: return `Err` naming both values unless they are equal.
+macro_rules! ensure_eq {
+    ($left:expr, $right:expr, $($fmt:tt)+) => {
+        match (&$left, &$right) {
+            (l, r) => {
+                if l != r {
+                    return Err(format!("{}: got {:?}, expected {:?}", format!($($fmt)+), l, r));
+                }
+            }
+        }
+    };
+}
+
+/// Environment variable naming the window flavor of a trial's variant.
+pub const ENV_FLAVOR: &str = "ONESIDED_TEST_FLAVOR";
+
+/// Every window flavor, in the order trials list them.
+pub const ALL_FLAVORS: &[Flavor] = &[Flavor::Allocate, Flavor::Shared, Flavor::Create];
+
+/// The name of a flavor in trial names and in [`ENV_FLAVOR`].
+pub fn flavor_name(f: Flavor) -> &'static str {
+    match f {
+        Flavor::Allocate => "allocate",
+        Flavor::Shared => "shared",
+        Flavor::Create => "create",
+    }
+}
+
+/// The flavor named by [`ENV_FLAVOR`] (allocate when unset).
+pub fn flavor_from_env() -> Result<Flavor, String> {
+    match std::env::var(ENV_FLAVOR).as_deref() {
+        Err(_) | Ok("allocate") => Ok(Flavor::Allocate),
+        Ok("shared") => Ok(Flavor::Shared),
+        Ok("create") => Ok(Flavor::Create),
+        Ok(other) => Err(format!("unknown flavor {other:?} in {ENV_FLAVOR}")),
+    }
+}
+
+/// Adds what was being done to a library error.
+pub trait Ctx<T> {
+    fn ctx(self, what: &str) -> Result<T, String>;
+}
+
+impl<T> Ctx<T> for onesided::Result<T> {
+    fn ctx(self, what: &str) -> Result<T, String> {
+        self.map_err(|e| format!("{what}: unexpected error {e}"))
+    }
+}
+
+/// `Ok` if `r` failed with `class`; otherwise an error saying what `what` did instead.
+pub fn expect_class<T: std::fmt::Debug>(
+    r: onesided::Result<T>,
+    class: ErrorClass,
+    what: &str,
+) -> Res {
+    match r {
+        Err(e) if e.class() == class => Ok(()),
+        Err(e) => Err(format!("{what}: expected {class}, got {e}")),
+        Ok(v) => Err(format!(
+            "{what}: expected {class}, but it succeeded ({v:?})"
+        )),
+    }
+}
+
+/// Create a window of `flavor` over `comm` with `bytes` bytes on this rank (memory lent by this
+/// function for create windows, 8-aligned), check its attributes, run `f` on it and free it
+/// (checking that free succeeds). When `f` fails on an allocated window, the window is leaked
+/// instead of freed, so that the failing rank leaves at once rather than waiting in free for
+/// ranks that went on (a create window is always freed: its memory is only lent).
+pub fn with_window<R>(
+    comm: &Comm,
+    flavor: Flavor,
+    bytes: usize,
+    disp_unit: usize,
+    info: &Info,
+    f: impl FnOnce(&Window<'_>) -> Result<R, String>,
+) -> Result<R, String> {
+    let what = format!("creating a {} window of {bytes} bytes", flavor_name(flavor));
+    let win = match flavor {
+        Flavor::Allocate => Window::allocate(comm, bytes, disp_unit, info),
+        Flavor::Shared => Window::allocate_shared(comm, bytes, disp_unit, info),
+        Flavor::Create => {
+            let mut backing = vec![0u64; bytes.div_ceil(8)];
+            let lent = backing.as_ptr() as usize;
+            let mem = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut backing)[..bytes];
+            return Window::create(comm, mem, disp_unit, info, |win| {
+                check_attributes(win, comm, flavor, bytes, disp_unit)?;
+                ensure_eq!(
+                    win.base_addr(),
+                    lent,
+                    "create window base vs the memory lent"
+                );
+                f(win)
+            })
+            .ctx("create/free")?;
+        }
+    }
+    .ctx(&what)?;
+    match check_attributes(&win, comm, flavor, bytes, disp_unit).and_then(|()| f(&win)) {
+        Ok(v) => {
+            win.free().ctx("free")?;
+            Ok(v)
+        }
+        Err(e) => {
+            std::mem::forget(win);
+            Err(e)
+        }
+    }
+}
+
+fn check_attributes(win: &Window<'_>, comm: &Comm, flavor: Flavor, bytes: usize, du: usize) -> Res {
+    ensure_eq!(win.size(), bytes, "win.size()");
+    ensure_eq!(win.disp_unit(), du, "win.disp_unit()");
+    ensure_eq!(win.flavor(), flavor, "win.flavor()");
+    ensure_eq!(win.model(), Model::Unified, "win.model()");
+    ensure_eq!(win.rank(), comm.rank(), "win.rank()");
+    ensure_eq!(win.size_of_group(), comm.size(), "win.size_of_group()");
+    ensure_eq!(win.group(), comm.group(), "win.group()");
+    ensure_eq!(
+        win.shared_query(Some(comm.rank()))
+            .ctx("own shared_query")?
+            .base_addr(),
+        win.base_addr(),
+        "own shared_query base_addr"
+    );
+    Ok(())
+}
+
+/// A value that names (writer, target, round), so a misplaced value says where it came from.
+pub fn tag(writer: usize, target: usize, round: usize) -> u64 {
+    0x5a00_0000_0000_0000 | (writer as u64) << 32 | (target as u64) << 16 | round as u64
+}
+
+/// This rank's window memory as `n` u64 (disp unit 8 assumed by the caller).
+pub fn local_u64(win: &Window<'_>, n: usize) -> Result<Vec<u64>, String> {
+    let mut v = vec![0u64; n];
+    win.read_local(0, &mut v).ctx("read_local")?;
+    Ok(v)
+}

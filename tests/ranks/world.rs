@@ -1,0 +1,149 @@
+//! The world and its communicators: barrier, broadcast, allgather, split_shared, and windows
+//! over the node communicators of a job on simulated nodes.
+//!
+//! # MPI-4.1: 6.3, 6.4 (collectives), 7.4.2 (MPI_COMM_SPLIT_TYPE), 12.2.3 (RMA_SHARED)
+
+use crate::util::*;
+use onesided::{Assert, ErrorClass, Flavor, Info, Window, World};
+
+/// Nodes the launcher simulates in the `nodes` scenario (`--simulate-nodes`).
+pub const SIM_NODES: usize = 2;
+
+pub fn collectives(world: &World, _: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    ensure_eq!(
+        world.group().world_ranks().to_vec(),
+        (0..n).collect::<Vec<_>>(),
+        "world group"
+    );
+    for _ in 0..3 {
+        world.barrier().ctx("barrier")?;
+    }
+    for root in 0..n {
+        let msg = format!("from root {root} of {n}").into_bytes();
+        let mine = if me == root {
+            msg.clone()
+        } else {
+            b"ignored".to_vec()
+        };
+        ensure_eq!(
+            world.broadcast(root, &mine).ctx("broadcast")?,
+            msg,
+            "broadcast from {root}"
+        );
+    }
+    ensure_eq!(
+        world.broadcast(n - 1, &[]).ctx("empty broadcast")?,
+        Vec::<u8>::new(),
+        "empty broadcast"
+    );
+    // Contributions of different lengths, rank 0's empty, and one large one.
+    let contribution = |r: usize| -> Vec<u8> {
+        let len = if r == n - 1 { 100_000 } else { r * 3 };
+        (0..len).map(|i| (r * 31 + i) as u8).collect()
+    };
+    for round in 0..2 {
+        let all = world.allgather(&contribution(me)).ctx("allgather")?;
+        ensure_eq!(all.len(), n, "allgather length, round {round}");
+        for (r, got) in all.iter().enumerate() {
+            ensure!(
+                *got == contribution(r),
+                "allgather: rank {r}'s contribution differs (round {round})"
+            );
+        }
+    }
+    let node = world.split_shared().ctx("split_shared")?;
+    ensure_eq!(
+        (node.rank(), node.size()),
+        (me, n),
+        "split_shared on one node"
+    );
+    ensure_eq!(
+        node.group(),
+        world.group(),
+        "group of the node communicator"
+    );
+    let all = node
+        .allgather(&[me as u8])
+        .ctx("allgather on the node comm")?;
+    ensure_eq!(
+        all,
+        (0..n).map(|r| vec![r as u8]).collect::<Vec<_>>(),
+        "node allgather"
+    );
+    world.barrier().ctx("barrier")
+}
+
+/// Under `--simulate-nodes 2`: allocate_shared over the world is RMA_SHARED on every rank;
+/// split_shared gives the ranks of each simulated node, and shared windows over those work.
+pub fn nodes(world: &World, _: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let node_of = |r: usize| r * SIM_NODES / n;
+    let r = Window::allocate_shared(world, 64, 8, &Info::new()).map(drop);
+    expect_class(
+        r,
+        ErrorClass::RmaShared,
+        "allocate_shared over ranks of two nodes",
+    )?;
+    let r = Window::allocate_shared(
+        world,
+        64,
+        8,
+        &Info::new().set("alloc_shared_noncontig", "true"),
+    )
+    .map(drop);
+    expect_class(
+        r,
+        ErrorClass::RmaShared,
+        "noncontig allocate_shared over two nodes",
+    )?;
+
+    let node = world.split_shared().ctx("split_shared")?;
+    let members: Vec<usize> = (0..n).filter(|&r| node_of(r) == node_of(me)).collect();
+    ensure_eq!(
+        node.group().world_ranks().to_vec(),
+        members,
+        "members of rank {me}'s node"
+    );
+    ensure_eq!(node.size(), members.len(), "node size");
+    ensure_eq!(
+        Some(node.rank()),
+        members.iter().position(|&r| r == me),
+        "node rank"
+    );
+    if n == 4 {
+        ensure_eq!(node.size(), 2, "four ranks on two nodes: two per node");
+    }
+    let all = node.allgather(&[me as u8]).ctx("allgather on the node")?;
+    ensure_eq!(
+        all,
+        members.iter().map(|&r| vec![r as u8]).collect::<Vec<_>>(),
+        "node allgather"
+    );
+
+    crate::shared::query_and_store(world, &node, &Info::new(), false)?;
+    crate::shared::query_and_store(
+        world,
+        &node,
+        &Info::new().set("alloc_shared_noncontig", "true"),
+        true,
+    )?;
+    // Allocate and create windows over the node communicator: a ring of puts under fence.
+    for flavor in [Flavor::Allocate, Flavor::Create] {
+        let (nr, nn) = (node.rank(), node.size());
+        with_window(&node, flavor, 8 * nn, 8, &Info::new(), |win| {
+            win.fence(Assert::NOPRECEDE).ctx("fence")?;
+            win.put(&[tag(me, 0, 5)], (nr + 1) % nn, nr)
+                .ctx("put on the node")?;
+            win.fence(Assert::NOSUCCEED).ctx("fence")?;
+            let from = (nr + nn - 1) % nn;
+            ensure_eq!(
+                local_u64(win, nn)?[from],
+                tag(members[from], 0, 5),
+                "put from node rank {from}"
+            );
+            Ok(())
+        })?;
+    }
+    world.barrier().ctx("world barrier after the node windows")
+}
