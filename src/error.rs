@@ -87,6 +87,44 @@ impl ErrorClass {
     }
 }
 
+/// Every class, in a fixed order: the position is the class's number on the wire.
+const ALL: [ErrorClass; 22] = [
+    ErrorClass::Other,
+    ErrorClass::Win,
+    ErrorClass::Base,
+    ErrorClass::Size,
+    ErrorClass::Disp,
+    ErrorClass::LockType,
+    ErrorClass::Assert,
+    ErrorClass::RmaSync,
+    ErrorClass::RmaRange,
+    ErrorClass::RmaAttach,
+    ErrorClass::RmaShared,
+    ErrorClass::RmaFlavor,
+    ErrorClass::NoMem,
+    ErrorClass::Rank,
+    ErrorClass::Group,
+    ErrorClass::Op,
+    ErrorClass::Type,
+    ErrorClass::Count,
+    ErrorClass::Info,
+    ErrorClass::Arg,
+    ErrorClass::ProcFailed,
+    ErrorClass::Intern,
+];
+
+impl ErrorClass {
+    /// The class as a number, to tell other ranks about an error.
+    pub(crate) fn to_wire(self) -> u64 {
+        ALL.iter().position(|c| *c == self).unwrap_or(0) as u64
+    }
+
+    /// The class of a number from [`ErrorClass::to_wire`] (MPI_ERR_OTHER if unknown).
+    pub(crate) fn from_wire(n: u64) -> ErrorClass {
+        ALL.get(n as usize).copied().unwrap_or(ErrorClass::Other)
+    }
+}
+
 impl fmt::Display for ErrorClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.mpi_name())
@@ -122,7 +160,7 @@ impl Error {
     /// An operating-system error while doing `what`.
     pub fn os(what: &str, err: std::io::Error) -> Error {
         let class = match err.raw_os_error() {
-            Some(libc_enomem) if libc_enomem == 12 => ErrorClass::NoMem,
+            Some(libc::ENOMEM) => ErrorClass::NoMem,
             _ => ErrorClass::Other,
         };
         Error::new(class, format!("{what}: {err}"))
@@ -152,3 +190,16 @@ impl From<onesided_shm::OutOfRange> for Error {
 
 /// Result of onesided calls.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_class_survives_the_wire() {
+        for c in ALL {
+            assert_eq!(ErrorClass::from_wire(c.to_wire()), c);
+        }
+        assert_eq!(ErrorClass::from_wire(999), ErrorClass::Other);
+    }
+}

@@ -64,7 +64,7 @@ fn random_hex() -> String {
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
         let _ = std::io::Read::read_exact(&mut f, &mut b);
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    crate::boot::to_hex(&b)
 }
 
 impl World {
@@ -237,18 +237,16 @@ impl Comm {
         let flag = match &mine {
             Ok(_) => Vec::new(),
             Err(e) => crate::codec::Enc::new()
-                .u64(class_code(e.class()))
+                .u64(e.class().to_wire())
                 .str(e.message())
                 .finish(),
         };
         let all = self.allgather(&flag)?;
-        if mine.is_err() {
-            return mine;
-        }
+        let mine = mine?;
         for (rank, bytes) in all.iter().enumerate() {
             if !bytes.is_empty() {
                 let mut d = crate::codec::Dec::new(bytes);
-                let class = class_from_code(d.u64()?);
+                let class = ErrorClass::from_wire(d.u64()?);
                 let msg = d.str()?;
                 return Err(Error::new(
                     class,
@@ -256,7 +254,7 @@ impl Comm {
                 ));
             }
         }
-        mine
+        Ok(mine)
     }
 
     /// The ranks on this rank's node, as a new communicator ordered by rank.
@@ -277,39 +275,3 @@ impl Comm {
         Ok(Comm::new(self.inner.job.clone(), id, members, rank))
     }
 }
-
-fn class_code(c: ErrorClass) -> u64 {
-    ALL_CLASSES.iter().position(|x| *x == c).unwrap_or(0) as u64
-}
-
-fn class_from_code(code: u64) -> ErrorClass {
-    ALL_CLASSES
-        .get(code as usize)
-        .copied()
-        .unwrap_or(ErrorClass::Other)
-}
-
-const ALL_CLASSES: [ErrorClass; 22] = [
-    ErrorClass::Other,
-    ErrorClass::Win,
-    ErrorClass::Base,
-    ErrorClass::Size,
-    ErrorClass::Disp,
-    ErrorClass::LockType,
-    ErrorClass::Assert,
-    ErrorClass::RmaSync,
-    ErrorClass::RmaRange,
-    ErrorClass::RmaAttach,
-    ErrorClass::RmaShared,
-    ErrorClass::RmaFlavor,
-    ErrorClass::NoMem,
-    ErrorClass::Rank,
-    ErrorClass::Group,
-    ErrorClass::Op,
-    ErrorClass::Type,
-    ErrorClass::Count,
-    ErrorClass::Info,
-    ErrorClass::Arg,
-    ErrorClass::ProcFailed,
-    ErrorClass::Intern,
-];

@@ -28,6 +28,12 @@ struct HeapBuf {
     layout: Layout,
 }
 
+// SAFETY: `HeapBuf` only owns the block and frees it on drop; its bytes are accessed through
+// `Mem`, which never lends references to them.
+unsafe impl Send for HeapBuf {}
+// SAFETY: as above; `&HeapBuf` gives no access to the bytes at all.
+unsafe impl Sync for HeapBuf {}
+
 impl Drop for HeapBuf {
     fn drop(&mut self) {
         // SAFETY: `ptr` was returned by `alloc_zeroed(layout)` and is freed exactly once here.
@@ -187,7 +193,7 @@ impl<'a> Mem<'a> {
         self.check(offset, size)?;
         // SAFETY: `offset + size <= len` was checked, so the pointer stays inside the block.
         let p = unsafe { self.ptr.as_ptr().add(offset) };
-        if p as usize % size != 0 {
+        if !(p as usize).is_multiple_of(size) {
             return Err(OutOfRange {
                 offset,
                 len: size,

@@ -18,13 +18,13 @@ use std::sync::atomic::AtomicU64;
 /// Copy elements at displacement `disp` (unit `unit`) of `mem` into `out`.
 fn read_at<T: Pod>(mem: &Mem<'_>, unit: usize, disp: usize, out: &mut [T]) -> Result<()> {
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-    let off = disp.checked_mul(unit).unwrap_or(usize::MAX);
+    let off = disp.saturating_mul(unit);
     mem.read(off, bytes).map_err(Error::from)
 }
 
 /// Copy `data` to displacement `disp` (unit `unit`) of `mem`.
 fn write_at<T: Pod>(mem: &Mem<'_>, unit: usize, disp: usize, data: &[T]) -> Result<()> {
-    let off = disp.checked_mul(unit).unwrap_or(usize::MAX);
+    let off = disp.saturating_mul(unit);
     mem.write(off, bytemuck::cast_slice(data))
         .map_err(Error::from)
 }

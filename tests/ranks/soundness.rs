@@ -18,7 +18,7 @@ pub fn panic_inside_create_aborts(world: &World, _: onesided::Flavor) -> Res {
         world.size()
     );
     let mut buf = vec![0u64; 4];
-    let r = Window::create(world, &mut buf, 8, &Info::new(), |win| -> Res {
+    Window::create(world, &mut buf, 8, &Info::new(), |win| -> Res {
         win.fence(Assert::NONE).ctx("fence")?;
         if me == 1 {
             panic!("rank 1 panics while its memory is exposed");
@@ -29,6 +29,5 @@ pub fn panic_inside_create_aborts(world: &World, _: onesided::Flavor) -> Res {
             win.unlock(1).ctx("unlock")?;
         }
     })
-    .ctx("create")?;
-    r
+    .ctx("create")?
 }
