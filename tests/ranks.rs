@@ -107,6 +107,16 @@ const fn flavored(
     }
 }
 
+/// A job in which rank `victim(n)` kills itself with SIGKILL.
+const fn killed(victim: fn(usize) -> usize, reported: bool) -> Expect {
+    Expect::Killed {
+        signal: SIGKILL,
+        says: "",
+        victim,
+        reported,
+    }
+}
+
 const fn last(n: usize) -> usize {
     n - 1
 }
@@ -192,22 +202,12 @@ static SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         flavors: &[Flavor::Allocate, Flavor::Create],
-        expect: Expect::Killed {
-            signal: SIGKILL,
-            says: "",
-            victim: last,
-            reported: false,
-        },
+        expect: killed(last, false),
         ..scenario("failure::sigkill_in_fence", failure::last_in_fence, &[4])
     },
     Scenario {
         flavors: &[Flavor::Shared],
-        expect: Expect::Killed {
-            signal: SIGKILL,
-            says: "",
-            victim: first,
-            reported: false,
-        },
+        expect: killed(first, false),
         ..scenario(
             "failure::sigkill_of_rank_0_in_fence",
             failure::first_in_fence,
@@ -216,12 +216,7 @@ static SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         flavors: &[Flavor::Allocate],
-        expect: Expect::Killed {
-            signal: SIGKILL,
-            says: "",
-            victim: last,
-            reported: true,
-        },
+        expect: killed(last, true),
         ..scenario(
             "failure::sigkill_in_fence_every_survivor_told",
             failure::last_in_fence_reported,
@@ -230,12 +225,7 @@ static SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         flavors: &[Flavor::Allocate, Flavor::Create],
-        expect: Expect::Killed {
-            signal: SIGKILL,
-            says: "",
-            victim: last,
-            reported: true,
-        },
+        expect: killed(last, true),
         ..scenario(
             "failure::sigkill_holding_exclusive_lock",
             failure::holding_lock,

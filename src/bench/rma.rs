@@ -150,20 +150,16 @@ fn epochs(
             win.fence(N)
         }),
         _ if !origin => Ok(Duration::ZERO),
-        (SyncMode::Flush, _) => {
+        (SyncMode::Flush | SyncMode::FlushLocal, _) => {
+            let local = sync == SyncMode::FlushLocal;
             win.lock(LockType::Shared, 1, N)?;
             let time = timed(pass, || {
                 op(win, 1)?;
-                win.flush(1)
-            })?;
-            win.unlock(1)?;
-            Ok(time)
-        }
-        (SyncMode::FlushLocal, _) => {
-            win.lock(LockType::Shared, 1, N)?;
-            let time = timed(pass, || {
-                op(win, 1)?;
-                win.flush_local(1)
+                if local {
+                    win.flush_local(1)
+                } else {
+                    win.flush(1)
+                }
             })?;
             win.unlock(1)?;
             Ok(time)

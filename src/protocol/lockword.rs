@@ -133,6 +133,10 @@ mod tests {
         out
     }
 
+    fn backs_out(word: &mut u64, kind: LockType) -> bool {
+        matches!(attempt(word, kind), Outcome::BackOut(_))
+    }
+
     #[test]
     fn shared_holders_coexist_and_exclusive_waits_for_them() {
         let mut w = 0;
@@ -141,14 +145,8 @@ mod tests {
         assert_eq!(attempt(&mut w, LockType::Exclusive), Outcome::Drain);
         assert!(!drained(w));
         // The claim now turns new readers and writers away.
-        assert!(matches!(
-            attempt(&mut w, LockType::Shared),
-            Outcome::BackOut(_)
-        ));
-        assert!(matches!(
-            attempt(&mut w, LockType::Exclusive),
-            Outcome::BackOut(_)
-        ));
+        assert!(backs_out(&mut w, LockType::Shared));
+        assert!(backs_out(&mut w, LockType::Exclusive));
         w = apply(w, release(LockType::Shared)).1;
         assert!(!drained(w));
         w = apply(w, release(LockType::Shared)).1;
@@ -162,14 +160,8 @@ mod tests {
     fn exclusive_blocks_everyone_and_release_keeps_inflight_shared_counts() {
         let mut w = 0;
         assert_eq!(attempt(&mut w, LockType::Exclusive), Outcome::Acquired);
-        assert!(matches!(
-            attempt(&mut w, LockType::Shared),
-            Outcome::BackOut(_)
-        ));
-        assert!(matches!(
-            attempt(&mut w, LockType::Exclusive),
-            Outcome::BackOut(_)
-        ));
+        assert!(backs_out(&mut w, LockType::Shared));
+        assert!(backs_out(&mut w, LockType::Exclusive));
         assert_eq!(w, EXCLUSIVE);
         // A shared attempt in flight (incremented, not yet backed out) during the release.
         w = apply(w, acquire(LockType::Shared)).1;

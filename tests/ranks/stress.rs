@@ -26,10 +26,8 @@ pub fn slow_rank_while_others_exit(world: &World, _: Flavor) -> Res {
         "this scenario is laid out for 4 ranks, not {}",
         world.size()
     );
-    let pids = world
-        .allgather(&std::process::id().to_le_bytes())
-        .ctx("allgather of pids")?;
-    let pid = |r: usize| u32::from_le_bytes(pids[r][..4].try_into().expect("4 bytes"));
+    let pids = all_pids(world)?;
+    let pid = |r: usize| pids[r];
     let win = onesided::Window::allocate(world, 8, 8, &Info::new()).ctx("allocate")?;
     if me == 1 {
         // Let the others fall asleep in the free barrier, then stop rank 2 there.
@@ -59,10 +57,7 @@ pub fn stopped_waiter_source_exits(world: &World, _: Flavor) -> Res {
         "this scenario is laid out for 2 ranks, not {}",
         world.size()
     );
-    let pids = world
-        .allgather(&std::process::id().to_le_bytes())
-        .ctx("allgather of pids")?;
-    let pid0 = u32::from_le_bytes(pids[0][..4].try_into().expect("4 bytes"));
+    let pid0 = all_pids(world)?[0];
     let win = onesided::Window::allocate(world, 8, 8, &Info::new()).ctx("allocate")?;
     if me == 1 {
         std::thread::sleep(std::time::Duration::from_millis(150));
@@ -128,4 +123,19 @@ pub fn exclusive_amid_shared(world: &World, flavor: Flavor) -> Res {
         }
         world.barrier().ctx("barrier")
     })
+}
+
+/// The process id of every rank, gathered through the world.
+fn all_pids(world: &World) -> Result<Vec<u32>, String> {
+    world
+        .allgather(&std::process::id().to_le_bytes())
+        .ctx("allgather of pids")?
+        .iter()
+        .map(|b| {
+            b.as_slice()
+                .try_into()
+                .map(u32::from_le_bytes)
+                .map_err(|_| format!("a pid of {} bytes", b.len()))
+        })
+        .collect()
 }
