@@ -45,9 +45,10 @@ impl Backoff {
     }
 }
 
-/// Ranks whose process is gone, among `pids` (indexed by rank).
+/// Ranks whose process is gone, among `pids` (indexed by rank; 0 where the process is on
+/// another node and cannot be watched from here).
 pub(crate) fn gone(pids: &[u32]) -> impl Iterator<Item = usize> + '_ {
-    (0..pids.len()).filter(|&r| !onesided_shm::process::pid_alive(pids[r]))
+    (0..pids.len()).filter(|&r| pids[r] != 0 && !onesided_shm::process::pid_alive(pids[r]))
 }
 
 /// MPI_ERR_PROC_FAILED naming `rank`.

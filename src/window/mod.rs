@@ -53,6 +53,15 @@ pub(crate) struct Extent {
     pub disp_unit: usize,
 }
 
+/// Which transport reaches a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// The node's shared memory.
+    Shm,
+    /// The fabric (other nodes, or every target when the fabric is forced).
+    Net,
+}
+
 /// A window over the ranks of a communicator. `'a` is the lifetime of memory lent by the user
 /// (`'static` for windows that allocate their own).
 #[derive(Debug)]
@@ -65,6 +74,13 @@ pub struct Window<'a> {
     local: Mem<'a>,
     shared: Vec<Option<Mem<'static>>>,
     shm: ShmTransport<'a>,
+    /// The fabric transport, when some target is reached through it.
+    net: Option<Box<dyn Transport + 'a>>,
+    /// The transport of each target's window memory (put, get).
+    routes: Vec<Route>,
+    /// The transport of every atomic (lock words, barrier, data atomics) to every target: one
+    /// per window, since CPU atomics and NIC atomics are not atomic with respect to each other.
+    atomics: Route,
     epochs: RefCell<Epochs>,
     barriers: Cell<u64>,
     name: RefCell<String>,
@@ -72,15 +88,38 @@ pub struct Window<'a> {
 }
 
 impl<'a> Window<'a> {
-    /// The transport that reaches `target` (every target is on this node in this release).
     #[inline]
-    fn route(&self, _target: usize) -> &dyn Transport {
-        &self.shm
+    fn by(&self, route: Route) -> &dyn Transport {
+        match (route, &self.net) {
+            (Route::Net, Some(net)) => net.as_ref(),
+            // Routes name the fabric only where the window has it.
+            _ => &self.shm,
+        }
+    }
+
+    /// The transport that moves data to and from `target` (which must be valid).
+    #[inline]
+    fn route(&self, target: usize) -> &dyn Transport {
+        self.by(self.routes[target])
+    }
+
+    /// The transport of every atomic of this window.
+    #[inline]
+    fn atomic_route(&self) -> &dyn Transport {
+        self.by(self.atomics)
     }
 
     /// Every transport the window uses, for calls that concern all targets.
-    fn transports(&self) -> [&dyn Transport; 1] {
-        [&self.shm]
+    fn transports(&self) -> Vec<&dyn Transport> {
+        let mut all: Vec<&dyn Transport> = vec![&self.shm];
+        all.extend(self.net.as_deref());
+        all
+    }
+
+    /// The name of the transport that moves data to `target` ("shm" or "fabric").
+    pub fn transport_name(&self, target: usize) -> Result<&'static str> {
+        self.extent(target)?;
+        Ok(self.route(target).caps().name)
     }
 
     /// `target`'s extent, or MPI_ERR_RANK.

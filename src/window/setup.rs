@@ -10,13 +10,15 @@
 //!
 //! # MPI-4.1: 12.2.1 (MPI_WIN_CREATE), 12.2.2 (MPI_WIN_ALLOCATE), 12.2.3 (MPI_WIN_ALLOCATE_SHARED)
 
-use super::{Extent, Flavor, Window};
+use super::{Extent, Flavor, Route, Window};
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
 use crate::info::{Info, WinHints};
 use crate::protocol::epoch::Epochs;
 use crate::protocol::layout::{self, NodeLayout};
 use crate::transport::RemoteKey;
+use crate::transport::config::Choice;
+use crate::transport::net;
 use crate::transport::shm::{DataDesc, ShmKey, ShmTransport};
 use crate::world::Comm;
 use bytemuck::Pod;
@@ -156,29 +158,33 @@ fn check(req: &Request<'_>, info: &Info) -> Result<WinHints> {
     WinHints::parse(info)
 }
 
-/// The ranks of `comm` on this rank's node; MPI_ERR_RMA_SHARED or an error naming the missing
-/// transport when some rank is elsewhere. Every rank reaches the same verdict.
+/// The ranks of `comm` on this rank's node. A window spanning nodes needs the fabric, and an
+/// `allocate_shared` window cannot span them (MPI_ERR_RMA_SHARED). Every rank reaches the same
+/// verdict.
 fn node_ranks(comm: &Comm, flavor: Flavor) -> Result<Vec<usize>> {
     let mine = comm.node_of(comm.rank());
     let local: Vec<usize> = (0..comm.size())
         .filter(|&r| comm.node_of(r) == mine)
         .collect();
     if let Some(away) = (0..comm.size()).find(|&r| comm.node_of(r) != mine) {
-        let msg = format!(
-            "rank {away} is on node {}, not on {mine}",
-            comm.node_of(away)
-        );
-        return Err(match flavor {
-            Flavor::Shared => Error::new(ErrorClass::RmaShared, format!("allocate_shared: {msg}")),
-            _ => Error::new(
-                ErrorClass::Other,
+        if flavor == Flavor::Shared {
+            return Err(Error::new(
+                ErrorClass::RmaShared,
                 format!(
-                    "{msg}: reaching other nodes needs the fabric transport, which this build lacks"
+                    "allocate_shared: rank {away} is on node {}, not on {mine}",
+                    comm.node_of(away)
                 ),
-            ),
-        });
+            ));
+        }
     }
     Ok(local)
+}
+
+/// Whether `ONESIDED_TRANSPORT=fabric` forces the fabric for every target. The ranks agree, so
+/// a bad setting fails everywhere.
+fn fabric_forced(comm: &Comm) -> Result<bool> {
+    let forced = Choice::from_env().map(|c| c == Choice::Fabric);
+    comm.agree("reading ONESIDED_TRANSPORT", forced)
 }
 
 /// Create (lowest node rank) or map (the others) the node segment, then unlink its name.
@@ -225,11 +231,14 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     let sizes: Vec<usize> = local.iter().map(|&r| extents[r].size).collect();
     let NodeLayout { ctrl, data, total } = layout::node_layout(&sizes, in_segment, contiguous)
         .ok_or_else(|| Error::new(ErrorClass::NoMem, "window too large for one node"))?;
+    let forced = fabric_forced(comm)?;
+    let fabric = forced || local.len() < comm.size();
     let name = format!(
-        "onesided-{}-{:x}-{}",
+        "onesided-{}-{:x}-{}-{}",
         comm.job().id,
         comm.id(),
-        comm.next_seq()
+        comm.next_seq(),
+        local[0]
     );
     let segment = node_segment(comm, &local, &name, total)?;
 
@@ -250,10 +259,15 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
             },
         },
     };
+    let on_node = |r: usize| local.contains(&r);
     let keys = comm
         .allgather(&own.encode().0)?
         .into_iter()
-        .map(|k| ShmKey::decode(&RemoteKey(k)).map(Some))
+        .enumerate()
+        .map(|(r, k)| match on_node(r) {
+            true => ShmKey::decode(&RemoteKey(k)).map(Some),
+            false => Ok(None),
+        })
         .collect::<Result<Vec<_>>>()?;
     let whole = Mem::from_segment(segment.clone());
     let shared = keys
@@ -269,12 +283,42 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
             .sub(data[at], req.size)
             .map_err(|_| Error::new(ErrorClass::Intern, "own window memory outside the segment"))?,
     };
+    let pids: Vec<u32> = (0..comm.size())
+        .map(|r| if on_node(r) { comm.pid_of(r) } else { 0 })
+        .collect();
+    let net = match fabric {
+        true => {
+            let ctrl_mem = whole
+                .sub(ctrl[at], layout::CTRL_BLOCK)
+                .map_err(Error::from)?;
+            Some(net::connect(
+                comm,
+                ctrl_mem,
+                local_mem.clone(),
+                pids.clone(),
+            )?)
+        }
+        false => None,
+    };
+    let routes = (0..comm.size())
+        .map(|r| match forced || !on_node(r) {
+            true => Route::Net,
+            false => Route::Shm,
+        })
+        .collect();
     let shm = ShmTransport::connect(me, &keys, &segment, req.user)?;
     Ok(Window {
         comm: comm.clone(),
         flavor: req.flavor,
         hints,
-        pids: (0..comm.size()).map(|r| comm.pid_of(r)).collect(),
+        atomics: if net.is_some() {
+            Route::Net
+        } else {
+            Route::Shm
+        },
+        net,
+        routes,
+        pids,
         epochs: RefCell::new(Epochs::new(comm.size())),
         extents,
         local: local_mem,

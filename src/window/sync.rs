@@ -11,7 +11,7 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::assert::{self, Assert};
 use crate::protocol::lockword::{self, Amo, LockType, Outcome};
 use crate::protocol::{barrier, layout};
-use crate::transport::Space;
+use crate::transport::{Space, Transport};
 use crate::wait;
 
 impl Window<'_> {
@@ -25,10 +25,12 @@ impl Window<'_> {
         // Every rank is watched, not just the one signalling this round (a live rank may be
         // stuck behind a dead one), but a rank that completed this barrier before it died owes
         // nobody a signal.
+        // Ranks whose process can be watched are on this node, so their completion marks are
+        // read from the node segment, which outlives them.
         let watch = || {
             for r in wait::gone(&self.pids) {
                 let done = self
-                    .route(r)
+                    .shm
                     .amo(r, Space::Control, layout::BARRIER_DONE, Amo::Load);
                 if done.map_or(true, |d| d < generation) {
                     return Err(wait::failed(r, &self.pids));
@@ -39,11 +41,11 @@ impl Window<'_> {
         for round in 0..barrier::rounds(n) {
             let to = barrier::partner(me, n, round);
             let slot = layout::barrier_slot(round);
-            self.route(to)
+            self.atomic_route()
                 .amo(to, Space::Control, slot, Amo::FetchAdd(1))?;
-            wait::until(ctrl, slot, |v| v >= generation, self.route(me), &watch).map_err(|e| {
-                Error::new(e.class(), format!("fence/free barrier: {}", e.message()))
-            })?;
+            wait::until(ctrl, slot, |v| v >= generation, self.atomic_route(), &watch).map_err(
+                |e| Error::new(e.class(), format!("fence/free barrier: {}", e.message())),
+            )?;
         }
         ctrl.atomic_u64(layout::BARRIER_DONE)?
             .store(generation, std::sync::atomic::Ordering::Release);
@@ -81,7 +83,7 @@ impl Window<'_> {
 
     /// Take `kind` on `target`'s lock word, backing off while it is held in conflict.
     fn acquire(&self, kind: LockType, target: usize) -> Result<()> {
-        let t = self.route(target);
+        let t = self.atomic_route();
         let watch = || self.watch_all();
         let word = |op| t.amo(target, Space::Control, layout::LOCK, op);
         wait::retry(&watch, || {
@@ -102,15 +104,15 @@ impl Window<'_> {
     }
 
     fn release_lock(&self, kind: LockType, target: usize) -> Result<()> {
-        let t = self.route(target);
-        t.flush(target)?;
-        t.amo(
-            target,
-            Space::Control,
-            layout::LOCK,
-            lockword::release(kind),
-        )
-        .map(drop)
+        self.complete_at(target)?;
+        self.atomic_route()
+            .amo(
+                target,
+                Space::Control,
+                layout::LOCK,
+                lockword::release(kind),
+            )
+            .map(drop)
     }
 
     fn lockable(&self, assert: Assert, call: &str) -> Result<()> {
@@ -180,7 +182,18 @@ impl Window<'_> {
     pub fn flush(&self, target: usize) -> Result<()> {
         self.check_target(target)?;
         self.epochs.borrow().flush(target)?;
-        self.route(target).flush(target)
+        self.complete_at(target)
+    }
+
+    /// Complete at `target` every operation to it: data moves and, where they take another
+    /// transport, atomics.
+    #[inline]
+    fn complete_at(&self, target: usize) -> Result<()> {
+        self.route(target).flush(target)?;
+        if self.routes[target] != self.atomics {
+            self.atomic_route().flush(target)?;
+        }
+        Ok(())
     }
 
     /// Complete every RMA call at origin and targets. # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH_ALL)

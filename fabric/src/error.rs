@@ -1,0 +1,81 @@
+//! libfabric errors with their `fi_strerror` text.
+
+use crate::sys;
+use std::ffi::CStr;
+use std::fmt;
+
+/// A failed libfabric call: what was being done and the (positive) libfabric error code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FiError {
+    /// The call or step that failed, e.g. "fi_write".
+    pub op: String,
+    /// The positive error code (FI_EAGAIN, FI_ENODATA, ... or an errno).
+    pub code: i32,
+    /// Extra text from the provider (an error completion's description), if any.
+    pub detail: String,
+}
+
+impl FiError {
+    pub(crate) fn new(op: impl Into<String>, ret: i64) -> FiError {
+        FiError {
+            op: op.into(),
+            code: ret.unsigned_abs().min(i32::MAX as u64) as i32,
+            detail: String::new(),
+        }
+    }
+
+    /// An error with provider text and no code of its own.
+    pub(crate) fn with_detail(op: impl Into<String>, code: i32, detail: String) -> FiError {
+        FiError {
+            op: op.into(),
+            code,
+            detail,
+        }
+    }
+
+    /// The `fi_strerror` text of the code.
+    pub fn text(&self) -> String {
+        // SAFETY: fi_strerror accepts any int and returns a pointer to a static NUL-terminated
+        // string (libfabric's table, or strerror's for errno values).
+        unsafe { CStr::from_ptr(sys::fi_strerror(self.code)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// The peer is gone or unreachable (the connection failed or was reset).
+    pub fn is_unreachable(&self) -> bool {
+        [
+            sys::FI_ECONNREFUSED,
+            sys::FI_ECONNRESET,
+            sys::FI_ECONNABORTED,
+            sys::FI_EHOSTUNREACH,
+            sys::FI_ENOTCONN,
+            sys::FI_ETIMEDOUT,
+            sys::FI_EIO,
+        ]
+        .iter()
+        .any(|&c| c as i32 == self.code)
+    }
+}
+
+impl fmt::Display for FiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} ({})", self.op, self.text(), self.code)?;
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for FiError {}
+
+/// `Ok(ret)` for a non-negative libfabric return, else the error of `op`.
+pub(crate) fn check(op: &str, ret: impl Into<i64>) -> Result<i64, FiError> {
+    let ret = ret.into();
+    if ret < 0 {
+        Err(FiError::new(op, ret))
+    } else {
+        Ok(ret)
+    }
+}

@@ -1,0 +1,312 @@
+//! Choosing a provider: `fi_getinfo` for reliable-datagram endpoints with RMA and atomics.
+
+use crate::error::{FiError, check};
+use crate::sys;
+use std::ffi::{CStr, CString};
+use std::ptr;
+
+/// Memory-registration mode bits (`FI_MR_*`), as requested or as a provider demands them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MrMode(pub u32);
+
+impl MrMode {
+    /// Local buffers must be registered too (`FI_MR_LOCAL`).
+    pub const LOCAL: MrMode = MrMode(sys::FI_MR_LOCAL);
+    /// Remote addresses are virtual addresses, not offsets (`FI_MR_VIRT_ADDR`).
+    pub const VIRT_ADDR: MrMode = MrMode(sys::FI_MR_VIRT_ADDR);
+    /// Only allocated, backed memory may be registered (`FI_MR_ALLOCATED`).
+    pub const ALLOCATED: MrMode = MrMode(sys::FI_MR_ALLOCATED);
+    /// The provider chooses keys (`FI_MR_PROV_KEY`).
+    pub const PROV_KEY: MrMode = MrMode(sys::FI_MR_PROV_KEY);
+    /// Regions are bound to an endpoint and enabled before use (`FI_MR_ENDPOINT`).
+    pub const ENDPOINT: MrMode = MrMode(sys::FI_MR_ENDPOINT);
+    /// Keys may be larger than 64 bits and are exchanged raw (`FI_MR_RAW`).
+    pub const RAW: MrMode = MrMode(sys::FI_MR_RAW);
+    /// What the verbs provider demands; requesting it on tcp runs the strict paths there.
+    pub const VERBS: MrMode = MrMode(
+        sys::FI_MR_LOCAL | sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY,
+    );
+    /// Every mode onesided can honour: a request of all of them lets the provider pick.
+    pub const ALL: MrMode = MrMode(
+        sys::FI_MR_LOCAL
+            | sys::FI_MR_VIRT_ADDR
+            | sys::FI_MR_ALLOCATED
+            | sys::FI_MR_PROV_KEY
+            | sys::FI_MR_ENDPOINT
+            | sys::FI_MR_RAW,
+    );
+
+    /// Whether every bit of `other` is set.
+    pub fn contains(self, other: MrMode) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The names of the set bits, e.g. "LOCAL|VIRT_ADDR".
+    pub fn names(self) -> String {
+        let names = [
+            (Self::LOCAL, "LOCAL"),
+            (Self::VIRT_ADDR, "VIRT_ADDR"),
+            (Self::ALLOCATED, "ALLOCATED"),
+            (Self::PROV_KEY, "PROV_KEY"),
+            (Self::ENDPOINT, "ENDPOINT"),
+            (Self::RAW, "RAW"),
+        ];
+        let set: Vec<&str> = names
+            .iter()
+            .filter(|(m, _)| self.contains(*m))
+            .map(|(_, n)| *n)
+            .collect();
+        if set.is_empty() {
+            "none".into()
+        } else {
+            set.join("|")
+        }
+    }
+}
+
+/// What to ask `fi_getinfo` for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Provider name ("tcp", "shm", "verbs", "tcp;ofi_rxm", ...); `None`: the best available.
+    pub provider: Option<String>,
+    /// MR mode bits onesided is prepared to honour.
+    pub mr_mode: MrMode,
+    /// Every operation delivers its data before it completes (`FI_DELIVERY_COMPLETE`).
+    pub delivery_complete: bool,
+}
+
+impl Default for Request {
+    fn default() -> Request {
+        Request {
+            provider: None,
+            mr_mode: MrMode::ALL,
+            delivery_complete: true,
+        }
+    }
+}
+
+/// The libfabric API version onesided asks for.
+fn api_version() -> u32 {
+    (sys::FI_MAJOR_VERSION << 16) | sys::FI_MINOR_VERSION
+}
+
+/// The version of the libfabric library loaded at run time, as "major.minor".
+pub fn version() -> String {
+    // SAFETY: fi_version has no preconditions.
+    let v = unsafe { sys::fi_version() };
+    format!("{}.{}", v >> 16, v & 0xffff)
+}
+
+/// A list of `fi_info` structures owned by this value (freed with `fi_freeinfo`).
+struct InfoList(*mut sys::fi_info);
+
+impl Drop for InfoList {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the list came from fi_getinfo or fi_dupinfo and is freed once, here.
+            unsafe { sys::fi_freeinfo(self.0) }
+        }
+    }
+}
+
+/// Run `fi_getinfo` for `req`; `rma_atomic` asks for RMA and atomics (else any RDM provider).
+fn getinfo(req: &Request, rma_atomic: bool) -> Result<InfoList, FiError> {
+    // SAFETY: fi_allocinfo returns a zeroed fi_info with its attribute structs allocated, or
+    // NULL; it is owned by `hints` and freed by fi_freeinfo (which also frees prov_name, so
+    // that string is given by strdup).
+    let hints = InfoList(unsafe { sys::fi_allocinfo() });
+    if hints.0.is_null() {
+        return Err(FiError::new("fi_allocinfo", -(libc::ENOMEM as i64)));
+    }
+    // SAFETY: `hints.0` and its attribute pointers are valid allocations from fi_allocinfo,
+    // written only here before the call.
+    unsafe {
+        let h = &mut *hints.0;
+        if rma_atomic {
+            h.caps = (sys::FI_RMA | sys::FI_ATOMIC) as u64;
+            (*h.tx_attr).op_flags = if req.delivery_complete {
+                sys::FI_DELIVERY_COMPLETE as u64
+            } else {
+                0
+            };
+        }
+        h.mode = 0;
+        (*h.ep_attr).type_ = sys::fi_ep_type_FI_EP_RDM;
+        (*h.domain_attr).mr_mode = req.mr_mode.0 as i32;
+        (*h.domain_attr).threading = sys::fi_threading_FI_THREAD_SAFE;
+        if let Some(name) = &req.provider {
+            let c = CString::new(name.as_str())
+                .map_err(|_| FiError::new("provider name", -(libc::EINVAL as i64)))?;
+            (*h.fabric_attr).prov_name = libc::strdup(c.as_ptr());
+        }
+    }
+    let mut out = ptr::null_mut();
+    // SAFETY: hints is a valid fi_info; `out` receives a list owned by the returned InfoList.
+    let ret = unsafe {
+        sys::fi_getinfo(
+            api_version(),
+            ptr::null(),
+            ptr::null(),
+            0,
+            hints.0,
+            &mut out,
+        )
+    };
+    check("fi_getinfo", ret)?;
+    Ok(InfoList(out))
+}
+
+/// One provider configuration chosen for onesided: owns a copy of its `fi_info`.
+pub struct Provider {
+    info: InfoList,
+}
+
+// SAFETY: the fi_info is plain data owned by this value, never mutated after creation.
+unsafe impl Send for Provider {}
+// SAFETY: as above; shared references only read it.
+unsafe impl Sync for Provider {}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider")
+            .field("name", &self.name())
+            .field("mr_mode", &self.mr_mode().names())
+            .finish()
+    }
+}
+
+fn cstr(p: *const libc::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: non-null strings in fi_info are NUL-terminated and live as long as the info.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+impl Provider {
+    /// The first provider `fi_getinfo` offers for `req`.
+    pub fn find(req: &Request) -> Result<Provider, FiError> {
+        let list = getinfo(req, true)?;
+        if list.0.is_null() {
+            return Err(FiError::new("fi_getinfo", -(sys::FI_ENODATA as i64)));
+        }
+        // SAFETY: list.0 is a valid fi_info; fi_dupinfo copies only that element.
+        let one = unsafe { sys::fi_dupinfo(list.0) };
+        if one.is_null() {
+            return Err(FiError::new("fi_dupinfo", -(libc::ENOMEM as i64)));
+        }
+        Ok(Provider {
+            info: InfoList(one),
+        })
+    }
+
+    pub(crate) fn raw(&self) -> *mut sys::fi_info {
+        self.info.0
+    }
+
+    fn get(&self) -> &sys::fi_info {
+        // SAFETY: non-null (checked in find) and owned by self.
+        unsafe { &*self.info.0 }
+    }
+
+    /// Provider name, e.g. "tcp;ofi_rxm".
+    pub fn name(&self) -> String {
+        // SAFETY: fabric_attr of an fi_info from fi_getinfo is a valid pointer.
+        cstr(unsafe { (*self.get().fabric_attr).prov_name })
+    }
+
+    /// Fabric name (a network for tcp, a device family for verbs).
+    pub fn fabric(&self) -> String {
+        // SAFETY: as in `name`.
+        cstr(unsafe { (*self.get().fabric_attr).name })
+    }
+
+    /// Domain name (an interface or device).
+    pub fn domain(&self) -> String {
+        // SAFETY: domain_attr of an fi_info from fi_getinfo is a valid pointer.
+        cstr(unsafe { (*self.get().domain_attr).name })
+    }
+
+    /// The MR mode the provider demands.
+    pub fn mr_mode(&self) -> MrMode {
+        // SAFETY: as in `domain`.
+        MrMode(unsafe { (*self.get().domain_attr).mr_mode } as u32)
+    }
+
+    /// Bytes of a remote key (over 8: raw keys).
+    pub fn mr_key_size(&self) -> usize {
+        // SAFETY: as in `domain`.
+        unsafe { (*self.get().domain_attr).mr_key_size }
+    }
+
+    /// Largest payload a write may inject.
+    pub fn inject_size(&self) -> usize {
+        // SAFETY: tx_attr of an fi_info from fi_getinfo is a valid pointer.
+        unsafe { (*self.get().tx_attr).inject_size }
+    }
+
+    /// Largest single message (and RMA transfer).
+    pub fn max_msg_size(&self) -> usize {
+        // SAFETY: ep_attr of an fi_info from fi_getinfo is a valid pointer.
+        unsafe { (*self.get().ep_attr).max_msg_size }
+    }
+
+    /// Whether operations complete only once delivered at the target.
+    pub fn delivery_complete(&self) -> bool {
+        // SAFETY: as in `inject_size`.
+        let flags = unsafe { (*self.get().tx_attr).op_flags };
+        flags & sys::FI_DELIVERY_COMPLETE as u64 != 0
+    }
+}
+
+/// One line of `onesided info`: a provider and what it offers onesided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderSummary {
+    /// Provider name.
+    pub name: String,
+    /// Fabric name.
+    pub fabric: String,
+    /// Domain name.
+    pub domain: String,
+    /// Offers RMA (FI_RMA).
+    pub rma: bool,
+    /// Offers atomics (FI_ATOMIC).
+    pub atomics: bool,
+    /// MR mode it demands.
+    pub mr_mode: MrMode,
+    /// Remote key size in bytes.
+    pub mr_key_size: usize,
+    /// Inject size in bytes.
+    pub inject_size: usize,
+}
+
+/// Every RDM provider libfabric offers here, with its RMA/atomic support and MR mode.
+pub fn list() -> Result<Vec<ProviderSummary>, FiError> {
+    let req = Request {
+        provider: None,
+        mr_mode: MrMode::ALL,
+        delivery_complete: false,
+    };
+    let all = getinfo(&req, false)?;
+    let mut out = Vec::new();
+    let mut at = all.0;
+    while !at.is_null() {
+        // SAFETY: `at` walks the list owned by `all`, which outlives the loop.
+        let i = unsafe { &*at };
+        let caps = i.caps;
+        // SAFETY: attribute pointers of a listed fi_info are valid.
+        let (d, t, f) = unsafe { (&*i.domain_attr, &*i.tx_attr, &*i.fabric_attr) };
+        out.push(ProviderSummary {
+            name: cstr(f.prov_name),
+            fabric: cstr(f.name),
+            domain: cstr(d.name),
+            rma: caps & sys::FI_RMA as u64 != 0,
+            atomics: caps & sys::FI_ATOMIC as u64 != 0,
+            mr_mode: MrMode(d.mr_mode as u32),
+            mr_key_size: d.mr_key_size,
+            inject_size: t.inject_size,
+        });
+        at = i.next;
+    }
+    Ok(out)
+}

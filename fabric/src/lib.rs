@@ -1,0 +1,52 @@
+//! libfabric for onesided: generated bindings and a safe layer over them.
+//!
+//! Everything that touches libfabric's C API lives here, each `unsafe` block with the reason it
+//! is sound. The safe layer owns every libfabric object and closes it on drop, in dependency
+//! order (endpoint before its counter, completion queue and address vector; memory regions
+//! before their domain; domain before fabric):
+//!
+//! - [`Provider`]: one `fi_info` chosen by `fi_getinfo` for RDM endpoints with RMA and atomics;
+//!   [`list`] describes every provider for `onesided info`.
+//! - [`Domain`]: fabric and domain of a provider; memory registration and atomic queries.
+//! - [`Region`]: registered memory, with the remote key and base address its peers use.
+//! - [`Endpoint`]: an RDM endpoint with its address vector, counter and completion queue, and
+//!   a progress thread for providers whose target side must be driven (tcp;ofi_rxm, shm).
+//!
+//! Operations return when their local buffers may be reused: a write copies small payloads into
+//! the provider (`FI_INJECT`), a read returns with the data. Remote completion is counted: every
+//! operation carries `FI_DELIVERY_COMPLETE`, and [`Endpoint::complete`] waits for the counter to
+//! reach the number issued.
+//!
+//! Built only when libfabric was found (cfg `have_libfabric`); see `build.rs`.
+
+#[cfg(have_libfabric)]
+mod sys;
+
+#[cfg(have_libfabric)]
+mod domain;
+#[cfg(have_libfabric)]
+mod endpoint;
+#[cfg(have_libfabric)]
+mod error;
+#[cfg(have_libfabric)]
+mod info;
+#[cfg(have_libfabric)]
+mod region;
+
+#[cfg(have_libfabric)]
+pub use domain::{AtomicKind, AtomicOp, Datatype, Domain};
+#[cfg(have_libfabric)]
+pub use endpoint::{Endpoint, Peer};
+#[cfg(have_libfabric)]
+pub use error::FiError;
+#[cfg(have_libfabric)]
+pub use info::{MrMode, Provider, ProviderSummary, Request, list, version};
+#[cfg(have_libfabric)]
+pub use region::{Access, Region, RegionKey};
+
+/// The libfabric version this crate was built against, or `None` when it was built without.
+#[cfg(have_libfabric)]
+pub const BUILT_WITH: Option<&str> = Some(env!("ONESIDED_FABRIC_VERSION"));
+/// The libfabric version this crate was built against, or `None` when it was built without.
+#[cfg(not(have_libfabric))]
+pub const BUILT_WITH: Option<&str> = None;

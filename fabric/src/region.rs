@@ -1,0 +1,181 @@
+//! Registered memory: what a peer needs to reach it, and the local descriptor operations use.
+
+use crate::domain::close;
+use crate::endpoint::Core;
+use crate::error::{FiError, check};
+use crate::info::MrMode;
+use crate::sys;
+use onesided_shm::Mem;
+use std::ptr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How registered memory may be accessed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Window memory: peers read and write it, and it may be a local buffer too.
+    Remote,
+    /// A local buffer of this process's operations only.
+    Local,
+}
+
+impl Access {
+    fn flags(self) -> u64 {
+        let local = (sys::FI_READ | sys::FI_WRITE) as u64;
+        match self {
+            Access::Remote => local | (sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE) as u64,
+            Access::Local => local,
+        }
+    }
+}
+
+/// What a peer needs to address a region: the address of its first byte as the provider
+/// wants it (virtual address or 0) and the remote key (8 little-endian bytes, or raw).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RegionKey {
+    /// Address of byte 0 of the region in the peer's operations.
+    pub base: u64,
+    /// The key bytes.
+    pub key: Vec<u8>,
+    /// The key is raw (`FI_MR_RAW`) and must be mapped with `fi_mr_map_raw`.
+    pub raw: bool,
+}
+
+/// Keys chosen by onesided where the provider does not choose them (no `FI_MR_PROV_KEY`).
+static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+/// A raw registration, closed on drop; the memory must outlive it.
+pub(crate) struct RawRegion {
+    mr: *mut sys::fid_mr,
+    /// Keeps the endpoint (and its domain) open while the region is.
+    core: Arc<Core>,
+}
+
+impl RawRegion {
+    /// Register `len` bytes at `addr`; binds to `ep` and enables when the mode demands it.
+    ///
+    /// # Safety
+    /// The memory must stay valid (mapped, and not freed) until the returned region is dropped.
+    pub(crate) unsafe fn register(
+        core: &Arc<Core>,
+        addr: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<RawRegion, FiError> {
+        let domain = core.domain();
+        let mode = domain.provider().mr_mode();
+        let mut r = RawRegion {
+            mr: ptr::null_mut(),
+            core: core.clone(),
+        };
+        let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the domain is open; the caller keeps the memory valid for the region's life;
+        // the out-pointer is closed by Drop.
+        check("fi_mr_reg", unsafe {
+            sys::fi_mr_reg(
+                domain.raw(),
+                addr as *const libc::c_void,
+                len,
+                access.flags(),
+                0,
+                key,
+                0,
+                &mut r.mr,
+                ptr::null_mut(),
+            )
+        })?;
+        if mode.contains(MrMode::ENDPOINT) {
+            // SAFETY: both objects are open; the region holds the endpoint's core, so the
+            // endpoint outlives it.
+            check("fi_mr_bind", unsafe {
+                sys::fi_mr_bind(r.mr, &mut (*core.ep()).fid, 0)
+            })?;
+            // SAFETY: the region is open and bound.
+            check("fi_mr_enable", unsafe { sys::fi_mr_enable(r.mr) })?;
+        }
+        Ok(r)
+    }
+
+    /// The descriptor to pass with local buffers in this region.
+    pub(crate) fn desc(&self) -> *mut libc::c_void {
+        // SAFETY: the region is open.
+        unsafe { sys::fi_mr_desc(self.mr) }
+    }
+
+    fn key(&self, addr: usize) -> Result<RegionKey, FiError> {
+        let p = self.core.domain().provider();
+        let virt = p.mr_mode().contains(MrMode::VIRT_ADDR);
+        let base = if virt { addr as u64 } else { 0 };
+        if p.mr_key_size() > 8 {
+            let mut size = p.mr_key_size();
+            let mut key = vec![0u8; size];
+            let mut raw_base = base;
+            // SAFETY: the region is open; `key` has `size` writable bytes, as `size` says.
+            check("fi_mr_raw_attr", unsafe {
+                sys::fi_mr_raw_attr(self.mr, &mut raw_base, key.as_mut_ptr(), &mut size, 0)
+            })?;
+            key.truncate(size);
+            return Ok(RegionKey {
+                base: raw_base,
+                key,
+                raw: true,
+            });
+        }
+        // SAFETY: the region is open.
+        let key = unsafe { sys::fi_mr_key(self.mr) };
+        Ok(RegionKey {
+            base,
+            key: key.to_le_bytes().to_vec(),
+            raw: false,
+        })
+    }
+}
+
+impl Drop for RawRegion {
+    fn drop(&mut self) {
+        // SAFETY: the region was opened by `register` and is closed once, here.
+        unsafe { close(self.mr.cast()) }
+    }
+}
+
+/// Memory registered with a domain for the life of `'a` (window memory, bounce buffers).
+pub struct Region<'a> {
+    raw: RawRegion,
+    mem: Mem<'a>,
+}
+
+impl std::fmt::Debug for Region<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("addr", &self.mem.addr())
+            .field("len", &self.mem.len())
+            .finish()
+    }
+}
+
+impl<'a> Region<'a> {
+    pub(crate) fn new(
+        core: &Arc<Core>,
+        mem: Mem<'a>,
+        access: Access,
+    ) -> Result<Region<'a>, FiError> {
+        // SAFETY: `mem` (which keeps its memory valid for 'a, e.g. by holding the segment) is
+        // moved into the region and dropped after the registration.
+        let raw = unsafe { RawRegion::register(core, mem.addr(), mem.len(), access)? };
+        Ok(Region { raw, mem })
+    }
+
+    /// What peers need to reach this region.
+    pub fn key(&self) -> Result<RegionKey, FiError> {
+        self.raw.key(self.mem.addr())
+    }
+
+    /// The registered memory.
+    pub fn mem(&self) -> &Mem<'a> {
+        &self.mem
+    }
+
+    pub(crate) fn desc(&self) -> *mut libc::c_void {
+        self.raw.desc()
+    }
+}

@@ -1,0 +1,117 @@
+//! Two endpoints of one process, each with its own progress thread, over the real tcp
+//! (tcp;ofi_rxm) and shm providers, with the provider's own MR mode and with the verbs-style
+//! mode requested: writes and reads land, atomics count exactly, compare-and-swap swaps once.
+#![cfg(have_libfabric)]
+
+use onesided_fabric::{AtomicOp, Datatype, Domain, Endpoint, MrMode, Provider, Request};
+use onesided_shm::Mem;
+
+fn run(provider: &str, mr_mode: MrMode) {
+    let req = Request {
+        provider: Some(provider.into()),
+        mr_mode,
+        ..Request::default()
+    };
+    let p = Provider::find(&req).unwrap_or_else(|e| panic!("{provider}: {e}"));
+    let domain = Domain::open(p).unwrap();
+    let a = Endpoint::open(&domain).unwrap();
+    let b = Endpoint::open(&domain).unwrap();
+    let mem = Mem::alloc(1 << 20, 4096).unwrap();
+    let region = b.register(mem).unwrap();
+    let peer = a.insert(&b.name().unwrap()).unwrap();
+    let key = region.key().unwrap();
+    let rkey = a.map_key(&key).unwrap();
+    let live = || true;
+
+    let small = [7u8; 8];
+    a.write(&small, peer, key.base + 8, rkey, &live).unwrap();
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    a.write(&big, peer, key.base + 4096, rkey, &live).unwrap();
+    a.complete(&live).unwrap();
+    let mut back = [0u8; 8];
+    region.mem().read(8, &mut back).unwrap();
+    assert_eq!(back, small);
+    let mut got = vec![0u8; big.len()];
+    a.read(&mut got, peer, key.base + 4096, rkey, &live)
+        .unwrap();
+    assert_eq!(got, big);
+
+    for _ in 0..100 {
+        a.atomic(
+            Datatype::U64,
+            AtomicOp::Sum,
+            &3u64.to_le_bytes(),
+            None,
+            peer,
+            key.base,
+            rkey,
+            &live,
+        )
+        .unwrap();
+    }
+    let mut old = [0u8; 8];
+    a.atomic(
+        Datatype::U64,
+        AtomicOp::Read,
+        &[0; 8],
+        Some(&mut old),
+        peer,
+        key.base,
+        rkey,
+        &live,
+    )
+    .unwrap();
+    assert_eq!(u64::from_le_bytes(old), 300);
+    a.compare_swap(
+        Datatype::U64,
+        &300u64.to_le_bytes(),
+        &9u64.to_le_bytes(),
+        &mut old,
+        peer,
+        key.base,
+        rkey,
+        &live,
+    )
+    .unwrap();
+    assert_eq!(u64::from_le_bytes(old), 300);
+    a.compare_swap(
+        Datatype::U64,
+        &300u64.to_le_bytes(),
+        &11u64.to_le_bytes(),
+        &mut old,
+        peer,
+        key.base,
+        rkey,
+        &live,
+    )
+    .unwrap();
+    assert_eq!(u64::from_le_bytes(old), 9);
+    assert_eq!(
+        region
+            .mem()
+            .atomic_u64(0)
+            .unwrap()
+            .load(std::sync::atomic::Ordering::SeqCst),
+        9
+    );
+}
+
+#[test]
+fn tcp_provider_mode() {
+    run("tcp", MrMode::ALL);
+}
+
+#[test]
+fn tcp_verbs_mode() {
+    run("tcp", MrMode::VERBS);
+}
+
+#[test]
+fn shm_provider_mode() {
+    run("shm", MrMode::ALL);
+}
+
+#[test]
+fn shm_verbs_mode() {
+    run("shm", MrMode::VERBS);
+}

@@ -1,0 +1,352 @@
+//! The fabric transport: targets reached through libfabric (RDMA on verbs, tcp;ofi_rxm, shm).
+//!
+//! Each rank registers its control block and window memory with the NIC at window creation and
+//! publishes the keys with its endpoint address; puts are `fi_writemsg` (injected when small),
+//! gets `fi_read`, atomics `fi_fetch_atomic` / `fi_compare_atomic`. Every operation carries
+//! `FI_DELIVERY_COMPLETE` and bumps one counter, so a flush is the counter reaching the number of
+//! operations issued: complete at the target, visible to its loads and to other origins. A
+//! progress thread per endpoint serves the target side of providers that need the target to
+//! call into libfabric, so a target that computes or sleeps does not stall its origins.
+
+use super::config::{FabricConfig, MrRequest};
+use super::{Amo, Caps, Space, Transport};
+use crate::codec::{Dec, Enc};
+use crate::error::{Error, ErrorClass, Result};
+use crate::world::Comm;
+use onesided_fabric as fi;
+use onesided_shm::Mem;
+use std::sync::{Arc, Mutex};
+
+/// Text of a libfabric failure as an MPI error: a peer that cannot be reached is a failed
+/// process; anything else is MPI_ERR_OTHER with libfabric's words.
+fn fi_err(e: fi::FiError) -> Error {
+    let class = if e.is_unreachable() {
+        ErrorClass::ProcFailed
+    } else {
+        ErrorClass::Other
+    };
+    Error::new(class, format!("fabric: {e}"))
+}
+
+/// The domain of this process for `config`, opened once and shared by its windows.
+pub(crate) fn domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
+    static OPEN: Mutex<Option<(FabricConfig, Arc<fi::Domain>)>> = Mutex::new(None);
+    let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, d)) = open.as_ref().filter(|(c, _)| c == config) {
+        return Ok(d.clone());
+    }
+    let req = fi::Request {
+        provider: config.provider.clone(),
+        mr_mode: match config.mr_mode {
+            MrRequest::Provider => fi::MrMode::ALL,
+            MrRequest::Verbs => fi::MrMode::VERBS,
+        },
+        delivery_complete: true,
+    };
+    let provider = fi::Provider::find(&req).map_err(|e| {
+        Error::new(
+            ErrorClass::Other,
+            format!(
+                "no libfabric provider{} offers RDM endpoints with RMA and atomics: {e}",
+                config
+                    .provider
+                    .as_deref()
+                    .map_or(String::new(), |p| format!(" named {p:?}"))
+            ),
+        )
+    })?;
+    let d = fi::Domain::open(provider).map_err(fi_err)?;
+    *open = Some((config.clone(), d.clone()));
+    Ok(d)
+}
+
+/// What one rank publishes: its endpoint address and the keys of its control block and window
+/// memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FabricKey {
+    name: Vec<u8>,
+    ctrl: fi::RegionKey,
+    data: fi::RegionKey,
+    len: usize,
+}
+
+fn enc_region(e: Enc, k: &fi::RegionKey) -> Enc {
+    e.u64(k.base).bytes(&k.key).u64(k.raw as u64)
+}
+
+fn dec_region(d: &mut Dec<'_>) -> Result<fi::RegionKey> {
+    Ok(fi::RegionKey {
+        base: d.u64()?,
+        key: d.bytes()?.to_vec(),
+        raw: d.u64()? != 0,
+    })
+}
+
+impl FabricKey {
+    fn encode(&self) -> Vec<u8> {
+        let e = Enc::new().bytes(&self.name);
+        let e = enc_region(e, &self.ctrl);
+        enc_region(e, &self.data).u64(self.len as u64).finish()
+    }
+
+    fn decode(b: &[u8]) -> Result<FabricKey> {
+        let mut d = Dec::new(b);
+        Ok(FabricKey {
+            name: d.bytes()?.to_vec(),
+            ctrl: dec_region(&mut d)?,
+            data: dec_region(&mut d)?,
+            len: d.usize()?,
+        })
+    }
+}
+
+/// A remote region as operations address it.
+#[derive(Debug, Clone, Copy)]
+struct Remote {
+    base: u64,
+    key: u64,
+    len: usize,
+}
+
+#[derive(Debug)]
+struct Target {
+    peer: fi::Peer,
+    ctrl: Remote,
+    data: Remote,
+}
+
+/// This rank's endpoint and registrations, before the keys are exchanged.
+struct Local<'a> {
+    ep: fi::Endpoint,
+    ctrl: fi::Region<'static>,
+    data: Option<fi::Region<'a>>,
+    key: FabricKey,
+}
+
+fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> Result<Local<'a>> {
+    let ep = fi::Endpoint::open(&domain(config)?).map_err(fi_err)?;
+    let ctrl = ep.register(ctrl).map_err(fi_err)?;
+    let len = data.len();
+    let data = if len == 0 {
+        None
+    } else {
+        Some(ep.register(data).map_err(fi_err)?)
+    };
+    let key = FabricKey {
+        name: ep.name().map_err(fi_err)?,
+        ctrl: ctrl.key().map_err(fi_err)?,
+        data: match &data {
+            Some(r) => r.key().map_err(fi_err)?,
+            None => fi::RegionKey::default(),
+        },
+        len,
+    };
+    Ok(Local {
+        ep,
+        ctrl,
+        data,
+        key,
+    })
+}
+
+/// The fabric transport of one window.
+pub struct FabricTransport<'a> {
+    caps: Caps,
+    targets: Vec<Target>,
+    /// Process ids of the ranks, 0 where unknown (other nodes); a wait on the NIC ends with an
+    /// error once a known one is gone.
+    pids: Vec<u32>,
+    ep: fi::Endpoint,
+    _ctrl: fi::Region<'static>,
+    _data: Option<fi::Region<'a>>,
+}
+
+impl std::fmt::Debug for FabricTransport<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FabricTransport")
+            .field("caps", &self.caps)
+            .field("targets", &self.targets.len())
+            .finish()
+    }
+}
+
+impl<'a> FabricTransport<'a> {
+    /// Collective over `comm`: register this rank's control block `ctrl` and window memory
+    /// `data`, exchange keys and endpoint addresses, and insert every rank as a peer.
+    pub(crate) fn connect(
+        comm: &Comm,
+        config: &FabricConfig,
+        ctrl: Mem<'static>,
+        data: Mem<'a>,
+        pids: Vec<u32>,
+    ) -> Result<FabricTransport<'a>> {
+        let local = comm.agree("opening the fabric", open_local(config, ctrl, data))?;
+        let keys = comm.allgather(&local.key.encode())?;
+        let targets = keys
+            .iter()
+            .map(|k| {
+                let k = FabricKey::decode(k)?;
+                let ep = &local.ep;
+                let remote = |r: &fi::RegionKey, len| -> Result<Remote> {
+                    let key = if r.key.is_empty() {
+                        0
+                    } else {
+                        ep.map_key(r).map_err(fi_err)?
+                    };
+                    Ok(Remote {
+                        base: r.base,
+                        key,
+                        len,
+                    })
+                };
+                Ok(Target {
+                    peer: ep.insert(&k.name).map_err(fi_err)?,
+                    ctrl: remote(&k.ctrl, crate::protocol::layout::CTRL_BLOCK)?,
+                    data: remote(&k.data, k.len)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>();
+        let targets = comm.agree("connecting to the fabric peers", targets)?;
+        Ok(FabricTransport {
+            caps: Caps {
+                name: "fabric",
+                load_store: false,
+                needs_target_progress: true,
+                wakes_sleepers: false,
+                data_atomics: true,
+            },
+            targets,
+            pids,
+            ep: local.ep,
+            _ctrl: local.ctrl,
+            _data: local.data,
+        })
+    }
+
+    /// The peer, and the address of `len` bytes at `offset` of its `space`, or RMA_RANGE.
+    fn at(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        len: usize,
+    ) -> Result<(fi::Peer, u64, u64)> {
+        let t = self.targets.get(target).ok_or_else(|| {
+            Error::new(
+                ErrorClass::Rank,
+                format!("rank {target} not served by the fabric"),
+            )
+        })?;
+        let r = match space {
+            Space::Data => t.data,
+            Space::Control => t.ctrl,
+        };
+        match offset.checked_add(len) {
+            Some(end) if end <= r.len => Ok((t.peer, r.base + offset as u64, r.key)),
+            _ => Err(Error::new(
+                ErrorClass::RmaRange,
+                format!(
+                    "{len} bytes at offset {offset} outside rank {target}'s {} bytes",
+                    r.len
+                ),
+            )),
+        }
+    }
+
+    fn alive(&self) -> bool {
+        crate::wait::gone(&self.pids).next().is_none()
+    }
+
+    /// The provider in use, e.g. "tcp;ofi_rxm".
+    pub fn provider(&self) -> String {
+        self.ep.domain().provider().name()
+    }
+}
+
+impl Transport for FabricTransport<'_> {
+    fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    fn put(&self, target: usize, space: Space, offset: usize, src: &[u8]) -> Result<()> {
+        let (peer, addr, key) = self.at(target, space, offset, src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.ep
+            .write(src, peer, addr, key, &|| self.alive())
+            .map_err(fi_err)
+    }
+
+    fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let (peer, addr, key) = self.at(target, space, offset, dst.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.ep
+            .read(dst, peer, addr, key, &|| self.alive())
+            .map_err(fi_err)
+    }
+
+    fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64> {
+        let (peer, addr, key) = self.at(target, space, offset, 8)?;
+        let mut old = [0u8; 8];
+        let live = || self.alive();
+        let t = fi::Datatype::U64;
+        match op {
+            Amo::FetchAdd(v) => self.ep.atomic(
+                t,
+                fi::AtomicOp::Sum,
+                &v.to_le_bytes(),
+                Some(&mut old),
+                peer,
+                addr,
+                key,
+                &live,
+            ),
+            Amo::Load => self.ep.atomic(
+                t,
+                fi::AtomicOp::Read,
+                &[0; 8],
+                Some(&mut old),
+                peer,
+                addr,
+                key,
+                &live,
+            ),
+            Amo::CompareSwap { compare, swap } => self.ep.compare_swap(
+                t,
+                &compare.to_le_bytes(),
+                &swap.to_le_bytes(),
+                &mut old,
+                peer,
+                addr,
+                key,
+                &live,
+            ),
+        }
+        .map_err(fi_err)?;
+        Ok(u64::from_le_bytes(old))
+    }
+
+    fn flush(&self, _target: usize) -> Result<()> {
+        self.ep.complete(&|| self.alive()).map_err(fi_err)
+    }
+
+    fn flush_all(&self) -> Result<()> {
+        self.ep.complete(&|| self.alive()).map_err(fi_err)
+    }
+
+    fn flush_local(&self, _target: usize) -> Result<()> {
+        Ok(())
+    }
+
+    fn flush_local_all(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn progress(&self) -> Result<()> {
+        self.ep.progress();
+        Ok(())
+    }
+}

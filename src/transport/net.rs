@@ -1,0 +1,44 @@
+//! The network side of a window: the fabric transport where this build has it, a clear error
+//! where it does not.
+
+use super::Transport;
+use crate::error::Result;
+use crate::world::Comm;
+use onesided_shm::Mem;
+
+/// Collective: connect every rank of `comm` through the fabric, with this rank's control block
+/// `ctrl` and window memory `data` registered. `pids` has 0 for ranks on other nodes.
+#[cfg(have_libfabric)]
+pub(crate) fn connect<'a>(
+    comm: &Comm,
+    ctrl: Mem<'static>,
+    data: Mem<'a>,
+    pids: Vec<u32>,
+) -> Result<Box<dyn Transport + 'a>> {
+    let config = comm.agree(
+        "reading the fabric settings",
+        super::config::FabricConfig::from_env(),
+    )?;
+    let t = super::fabric::FabricTransport::connect(comm, &config, ctrl, data, pids)?;
+    Ok(Box::new(t))
+}
+
+/// Collective: fails on every rank, since this build has no fabric transport.
+#[cfg(not(have_libfabric))]
+pub(crate) fn connect<'a>(
+    comm: &Comm,
+    _ctrl: Mem<'static>,
+    _data: Mem<'a>,
+    _pids: Vec<u32>,
+) -> Result<Box<dyn Transport + 'a>> {
+    use crate::error::{Error, ErrorClass};
+    comm.agree(
+        "opening the fabric",
+        Err(Error::new(
+            ErrorClass::Other,
+            "this window needs the fabric transport (ranks on several nodes, or \
+             ONESIDED_TRANSPORT=fabric), but onesided was built without libfabric: install \
+             libfabric-dev, pkg-config and libclang, then rebuild",
+        )),
+    )
+}
