@@ -244,6 +244,7 @@ fn wait_all(ranks: &mut [Rank], hub: &Hub, signals: &TerminationSignals) -> i32 
     let mut stopping: Option<Instant> = None;
     let mut killed = false;
     loop {
+        let mut failed = Vec::new();
         for (r, rank) in ranks.iter_mut().enumerate() {
             if rank.status.is_some() {
                 continue;
@@ -260,13 +261,19 @@ fn wait_all(ranks: &mut [Rank], hub: &Hub, signals: &TerminationSignals) -> i32 
             rank.status = Some(status);
             if status.success() {
                 hub.rank_exited(r);
-                continue;
+            } else if stopping.is_none() {
+                failed.push((r, status));
             }
-            if stopping.is_some() {
-                continue;
-            }
+        }
+        // Ranks found dead in one sweep died together; one killed by a signal is the likelier
+        // cause of the others' errors, so it is reported first.
+        failed.sort_by_key(|(_, status)| status.signal().is_none());
+        for (r, status) in failed {
             let (reason, rank_code) = describe(status);
-            eprintln!("onesided run: rank {r} (pid {}) {reason}", rank.child.id());
+            eprintln!(
+                "onesided run: rank {r} (pid {}) {reason}",
+                ranks[r].child.id()
+            );
             hub.fail_rank(r, &reason);
             if code == 0 {
                 code = rank_code;
