@@ -10,9 +10,15 @@
 //!
 //! Every way out removes the job's shared-memory segments; at start, segments of jobs whose
 //! launcher is gone are removed too.
+//!
+//! The hub listens on `127.0.0.1` unless `--boot-addr` names another address of this host, and
+//! `--node-wrap` starts the ranks of a simulated node through a command prefix such as
+//! `ip netns exec NAME`: together they put the nodes of one machine on different network hosts
+//! (namespaces), so that their ranks talk over a real network interface. See [`Hosts`].
 
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -47,6 +53,18 @@ pub struct RunArgs {
     /// least as many CPUs as ranks, as mpirun does for small jobs.
     #[arg(long, value_enum, default_value_t = Bind::Auto)]
     pub bind_to: Bind,
+    /// The address the bootstrap hub listens on and the ranks connect to [default: 127.0.0.1].
+    /// It must be an address of this host that every rank can reach, e.g. the launcher's end of
+    /// a veth pair when --node-wrap starts ranks in other network namespaces.
+    #[arg(long, value_name = "IP")]
+    pub boot_addr: Option<IpAddr>,
+    /// Start the ranks of simulated node k through the k-th --node-wrap (repeatable, at most K;
+    /// requires --simulate-nodes): a command prefix, split on whitespace, such as
+    /// `ip netns exec NAME env FI_TCP_IFACE=veth-b`. The prefix must exec the program (as `env`
+    /// and `ip netns exec` do), so that the rank keeps the pid the launcher signals and dies
+    /// with the launcher. An empty prefix, or none, starts a node's ranks directly.
+    #[arg(long, value_name = "CMD", requires = "simulate_nodes")]
+    pub node_wrap: Vec<String>,
     /// The program to run, followed by its arguments.
     #[arg(
         required = true,
@@ -66,6 +84,36 @@ pub enum Bind {
     Core,
     /// No binding.
     None,
+}
+
+/// Where the ranks of a job run on the network: the hub's address and, per simulated node, the
+/// command prefix its ranks are started through (`--boot-addr` and `--node-wrap`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hosts {
+    /// Address the bootstrap hub listens on and the ranks connect to.
+    pub boot_addr: IpAddr,
+    /// Command prefix (program and arguments) of simulated node k at index k; nodes beyond the
+    /// list, and empty prefixes, start their ranks directly. Needs [`Job::simulate_nodes`].
+    pub node_wraps: Vec<Vec<OsString>>,
+}
+
+impl Default for Hosts {
+    /// Every rank on this host, the hub on `127.0.0.1`.
+    fn default() -> Hosts {
+        Hosts {
+            boot_addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            node_wraps: Vec::new(),
+        }
+    }
+}
+
+impl Hosts {
+    /// The command prefix of rank `r` of `job`; empty when it is started directly.
+    fn wrap_of(&self, job: &Job, r: usize) -> &[OsString] {
+        job.simulate_nodes
+            .and_then(|k| self.node_wraps.get(r * k / job.n))
+            .map_or(&[], Vec::as_slice)
+    }
 }
 
 /// A job to launch.
@@ -104,7 +152,15 @@ pub fn run_cli(args: RunArgs) -> i32 {
         extra_env: Vec::new(),
         bind: args.bind_to,
     };
-    match run(&job) {
+    let hosts = Hosts {
+        boot_addr: args.boot_addr.unwrap_or(Hosts::default().boot_addr),
+        node_wraps: args
+            .node_wrap
+            .iter()
+            .map(|w| w.split_whitespace().map(OsString::from).collect())
+            .collect(),
+    };
+    match run_on(&job, &hosts) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("onesided run: {e}");
@@ -116,7 +172,14 @@ pub fn run_cli(args: RunArgs) -> i32 {
 /// Runs `job` to completion and returns the exit code the launcher exits with: 0 if every
 /// rank exited with status 0, otherwise that of the first failure (its status, or 128 + its
 /// signal, or 128 + a signal the launcher received). Errors are failures to start the job.
+/// Every rank runs on this host, with the hub on `127.0.0.1`.
 pub fn run(job: &Job) -> Result<i32> {
+    run_on(job, &Hosts::default())
+}
+
+/// Like [`run`], with the hub on `hosts.boot_addr` and each simulated node's ranks started
+/// through its prefix in `hosts.node_wraps`.
+pub fn run_on(job: &Job, hosts: &Hosts) -> Result<i32> {
     if job.n == 0 || u32::try_from(job.n).is_err() {
         return Err(Error::new(
             ErrorClass::Arg,
@@ -129,19 +192,48 @@ pub fn run(job: &Job) -> Result<i32> {
             "--simulate-nodes must be at least 1",
         ));
     }
+    check_hosts(job, hosts)?;
     if let Err(e) = cleanup::remove_stale_segments() {
         eprintln!("onesided run: warning: removing stale shared-memory segments: {e}");
     }
     let (secret, job_id) = fresh_identity()?;
     let signals =
         TerminationSignals::install().map_err(|e| Error::os("installing signal handlers", e))?;
-    let hub = Hub::start(job.n, secret)?;
-    let result = supervise(job, &hub, &secret, &job_id, &signals);
+    let hub = Hub::start_on(hosts.boot_addr, job.n, secret)?;
+    let result = supervise(job, hosts, &hub, &secret, &job_id, &signals);
     drop(hub);
     if let Err(e) = cleanup::remove_job_segments(&job_id) {
         eprintln!("onesided run: warning: removing the job's shared-memory segments: {e}");
     }
     result
+}
+
+/// Checks that the ranks can reach `hosts.boot_addr` and that every node prefix has its node.
+fn check_hosts(job: &Job, hosts: &Hosts) -> Result<()> {
+    let addr = hosts.boot_addr;
+    if addr.is_unspecified() || addr.is_multicast() {
+        return Err(Error::new(
+            ErrorClass::Arg,
+            format!("--boot-addr {addr} is not an address ranks can connect to"),
+        ));
+    }
+    if hosts.node_wraps.is_empty() {
+        return Ok(());
+    }
+    match job.simulate_nodes {
+        None => Err(Error::new(
+            ErrorClass::Arg,
+            "--node-wrap needs --simulate-nodes",
+        )),
+        Some(k) if hosts.node_wraps.len() > k => Err(Error::new(
+            ErrorClass::Arg,
+            format!(
+                "--node-wrap given {} times for --simulate-nodes {k}",
+                hosts.node_wraps.len()
+            ),
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 /// A fresh random secret and job id `<pid>-<8 hex digits>`.
@@ -169,6 +261,7 @@ struct Rank {
 /// Starts the ranks and waits for them.
 fn supervise(
     job: &Job,
+    hosts: &Hosts,
     hub: &Hub,
     secret: &Secret,
     job_id: &str,
@@ -178,7 +271,7 @@ fn supervise(
     let mut pumps = Vec::new();
     let cpus = placement(job);
     for r in 0..job.n {
-        let mut cmd = rank_command(job, r, hub, secret, job_id);
+        let mut cmd = rank_command(job, hosts.wrap_of(job, r), r, hub, secret, job_id);
         if let Some(cpu) = cpus.get(r % cpus.len().max(1)) {
             process::bind_to_cpu(&mut cmd, *cpu);
         }
@@ -198,7 +291,7 @@ fn supervise(
                     let _ = rank.child.wait();
                 }
                 join_all(pumps);
-                let what = format!("starting rank {r} ({})", job.program.display());
+                let what = format!("starting rank {r} ({})", command_line(job, hosts, r));
                 return Err(Error::os(&what, e));
             }
         }
@@ -218,8 +311,35 @@ fn placement(job: &Job) -> Vec<usize> {
     }
 }
 
-fn rank_command(job: &Job, r: usize, hub: &Hub, secret: &Secret, job_id: &str) -> Command {
-    let mut cmd = Command::new(&job.program);
+/// The words rank `r` is started with, before the program's arguments, for error messages.
+fn command_line(job: &Job, hosts: &Hosts, r: usize) -> String {
+    let mut words: Vec<String> = hosts
+        .wrap_of(job, r)
+        .iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    words.push(job.program.display().to_string());
+    words.join(" ")
+}
+
+/// The command starting rank `r`: the program with its arguments, behind `wrap` if that is not
+/// empty, with the job environment.
+fn rank_command(
+    job: &Job,
+    wrap: &[OsString],
+    r: usize,
+    hub: &Hub,
+    secret: &Secret,
+    job_id: &str,
+) -> Command {
+    let mut cmd = match wrap.split_first() {
+        Some((prefix, prefix_args)) => {
+            let mut cmd = Command::new(prefix);
+            cmd.args(prefix_args).arg(&job.program);
+            cmd
+        }
+        None => Command::new(&job.program),
+    };
     cmd.args(&job.args)
         .env(boot::ENV_RANK, r.to_string())
         .env(boot::ENV_SIZE, job.n.to_string())

@@ -21,5 +21,5 @@ pub use group::Group;
 pub use info::Info;
 pub use protocol::assert::Assert;
 pub use protocol::lockword::LockType;
-pub use window::{Flavor, Model, SharedRegion, Window};
+pub use window::{AtomicElem, Flavor, Model, Op, SharedRegion, Window};
 pub use world::{Comm, World};

@@ -1,5 +1,5 @@
 //! The `onesided` command: `run` starts a job of ranks on this machine; `bench` runs the OSU
-//! one-sided micro-benchmarks.
+//! one-sided micro-benchmarks; `info` lists the libfabric providers.
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -19,6 +19,8 @@ enum Cmd {
     Run(onesided::launch::RunArgs),
     /// Run an OSU one-sided micro-benchmark (on 2 ranks).
     Bench(onesided::bench::BenchArgs),
+    /// List libfabric providers with their RMA/atomic support and memory-registration mode.
+    Info,
 }
 
 fn main() {
@@ -26,6 +28,10 @@ fn main() {
     let code = match cli.cmd {
         Cmd::Run(args) => onesided::launch::run_cli(args),
         Cmd::Bench(args) => onesided::bench::run_cli(args),
+        Cmd::Info => {
+            print!("{}", onesided::transport::report::providers());
+            0
+        }
     };
     std::process::exit(code);
 }

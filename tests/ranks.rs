@@ -3,18 +3,22 @@
 //! This one executable plays two parts. Started by `cargo test`, it is a libtest-mimic harness
 //! with one trial per (scenario, variant, rank count); each trial starts
 //! `onesided run -n N -- <this executable>` with `ONESIDED_SCENARIO=<scenario>` (and the window
-//! flavor of the variant in `ONESIDED_TEST_FLAVOR`), within a time limit, and checks the exit
+//! flavor of the variant in `ONESIDED_TEST_FLAVOR`, and the transport's settings), within a time limit, and checks the exit
 //! status and output. Started with `ONESIDED_SCENARIO` set, it is a rank: it joins the world,
 //! runs the scenario, prints `ok <scenario> rank R/N` and exits 0, or prints what broke and
 //! exits 1.
 //!
 //! A scenario is a `fn(&World, Flavor) -> Result<(), String>` that uses only the public API, so
-//! the same scenarios run over any transport the environment selects (the whole environment of
-//! `cargo test` reaches the ranks).
+//! the same scenarios run over every transport of [`OVERS`]: shared memory, and the fabric
+//! forced for every target over libfabric's tcp provider (with the provider's MR mode and native
+//! atomics; and with the verbs provider's MR mode and emulated accumulates), and over its shm
+//! provider. Trial names start with the transport.
 
 #[macro_use]
 #[path = "ranks/util.rs"]
 mod util;
+#[path = "ranks/atomics.rs"]
+mod atomics;
 #[path = "ranks/errors.rs"]
 mod errors;
 #[path = "ranks/failure.rs"]
@@ -66,8 +70,81 @@ enum Expect {
     },
 }
 
+/// A transport configuration the whole suite runs over: one definition of every scenario, run
+/// over every transport (as UCX's gtest does), skipping only by capability.
+struct Over {
+    name: &'static str,
+    env: &'static [(&'static str, &'static str)],
+    /// Needs the fabric transport (libfabric at build time).
+    fabric: bool,
+}
+
+static OVERS: &[Over] = &[
+    Over {
+        name: "shm",
+        env: &[("ONESIDED_TRANSPORT", "auto")],
+        fabric: false,
+    },
+    Over {
+        name: "fabric_tcp",
+        env: &[
+            ("ONESIDED_TRANSPORT", "fabric"),
+            ("FI_PROVIDER", "tcp"),
+            ("ONESIDED_MR_MODE", "provider"),
+            ("ONESIDED_FABRIC_ATOMICS", "auto"),
+        ],
+        fabric: true,
+    },
+    Over {
+        name: "fabric_tcp_verbs_mr_soft_atomics",
+        env: &[
+            ("ONESIDED_TRANSPORT", "fabric"),
+            ("FI_PROVIDER", "tcp"),
+            ("ONESIDED_MR_MODE", "verbs"),
+            ("ONESIDED_FABRIC_ATOMICS", "software"),
+        ],
+        fabric: true,
+    },
+    Over {
+        name: "fabric_shm",
+        env: &[
+            ("ONESIDED_TRANSPORT", "fabric"),
+            ("FI_PROVIDER", "shm"),
+            ("ONESIDED_MR_MODE", "provider"),
+            ("ONESIDED_FABRIC_ATOMICS", "auto"),
+        ],
+        fabric: true,
+    },
+];
+
+impl Over {
+    fn apply(&self, cmd: &mut std::process::Command) {
+        cmd.env_remove("ONESIDED_FABRIC_PROVIDER");
+        for (k, v) in self.env {
+            cmd.env(k, v);
+        }
+    }
+
+    /// Why a scenario cannot run over this transport, if it cannot.
+    fn skips(&self, sc: &Scenario) -> Option<&'static str> {
+        if self.fabric && onesided_fabric::BUILT_WITH.is_none() {
+            return Some("onesided was built without libfabric");
+        }
+        if self.fabric && sc.target_may_stop {
+            return Some(
+                "it stops a rank with SIGSTOP, and libfabric's tcp and shm providers serve a \
+                 target's memory from the target's own progress thread",
+            );
+        }
+        None
+    }
+}
+
 struct Scenario {
     name: &'static str,
+    /// The scenario stops a rank (SIGSTOP) and needs its memory reachable meanwhile: true of
+    /// shared memory and RDMA hardware, not of software providers.
+    target_may_stop: bool,
     run: fn(&World, Flavor) -> Res,
     /// Flavors to run it with; empty: the scenario picks its windows itself.
     flavors: &'static [Flavor],
@@ -88,6 +165,7 @@ const fn scenario(
     Scenario {
         name,
         run,
+        target_may_stop: false,
         flavors: &[],
         ranks,
         direct: false,
@@ -148,11 +226,14 @@ static SCENARIOS: &[Scenario] = &[
         passive::get_after_local_store,
         &[2, 4],
     ),
-    scenario(
-        "stress::slow_rank_while_others_exit",
-        stress::slow_rank_while_others_exit,
-        &[4],
-    ),
+    Scenario {
+        target_may_stop: true,
+        ..scenario(
+            "stress::slow_rank_while_others_exit",
+            stress::slow_rank_while_others_exit,
+            &[4],
+        )
+    },
     Scenario {
         flavors: &[Flavor::Allocate],
         ..scenario(
@@ -179,6 +260,12 @@ static SCENARIOS: &[Scenario] = &[
             &[2],
         )
     },
+    flavored("atomics::counts", atomics::counts, &[2, 4]),
+    flavored("atomics::cas_claims", atomics::cas_claims, &[3]),
+    flavored("atomics::ops_and_types", atomics::ops_and_types, &[2, 3]),
+    flavored("atomics::errors", atomics::errors, &[2]),
+    flavored("atomics::target_sleeps", atomics::target_sleeps, &[2]),
+    flavored("atomics::target_computes", atomics::target_computes, &[2]),
     scenario("shared::contiguous", shared::contiguous, &[2, 4, 8]),
     scenario("shared::noncontiguous", shared::noncontiguous, &[3, 4]),
     Scenario {
@@ -284,50 +371,66 @@ fn this_exe() -> PathBuf {
     std::env::current_exe().expect("path of the test executable")
 }
 
-/// One trial per scenario, variant and rank count, then the stencil example's.
+/// One trial per transport, scenario, variant and rank count, then the stencil example's.
 fn trials() -> Vec<Trial> {
     let mut trials = Vec::new();
-    for sc in SCENARIOS {
-        let variants: Vec<Option<Flavor>> = if sc.flavors.is_empty() {
-            vec![None]
-        } else {
-            sc.flavors.iter().copied().map(Some).collect()
-        };
-        for flavor in variants {
-            let prefix = match flavor {
-                Some(f) => format!("{}::{}", sc.name, flavor_name(f)),
-                None => sc.name.to_owned(),
-            };
-            for &n in sc.ranks {
-                trials.push(Trial::test(format!("{prefix}::n{n}"), move || {
-                    run_scenario(sc, flavor, Some(n))
-                }));
+    for over in OVERS {
+        let mut skipped = Vec::new();
+        for sc in SCENARIOS {
+            let skip = over.skips(sc);
+            if let Some(why) = skip {
+                skipped.push(format!("{}: {why}", sc.name));
             }
-            if sc.direct {
-                trials.push(Trial::test(format!("{prefix}::direct"), move || {
-                    run_scenario(sc, flavor, None)
-                }));
+            let variants: Vec<Option<Flavor>> = if sc.flavors.is_empty() {
+                vec![None]
+            } else {
+                sc.flavors.iter().copied().map(Some).collect()
+            };
+            for flavor in variants {
+                let prefix = match flavor {
+                    Some(f) => format!("{}::{}::{}", over.name, sc.name, flavor_name(f)),
+                    None => format!("{}::{}", over.name, sc.name),
+                };
+                let ranks = sc.ranks.iter().map(|&n| (format!("n{n}"), Some(n)));
+                let direct = sc.direct.then(|| ("direct".to_owned(), None));
+                for (suffix, n) in ranks.chain(direct) {
+                    let trial = Trial::test(format!("{prefix}::{suffix}"), move || {
+                        run_scenario(over, sc, flavor, n)
+                    });
+                    trials.push(trial.with_ignored_flag(skip.is_some()));
+                }
             }
         }
+        skipped.dedup();
+        for why in skipped {
+            eprintln!("ranks: {} ignores {why}", over.name);
+        }
+        let skip = over.fabric && onesided_fabric::BUILT_WITH.is_none();
+        for n in [Some(1), Some(3), Some(4), Some(8), None] {
+            let suffix = n.map_or("direct".to_owned(), |n| format!("n{n}"));
+            let trial = Trial::test(
+                format!("{}::example::stencil::{suffix}", over.name),
+                move || run_stencil(over, n),
+            );
+            trials.push(trial.with_ignored_flag(skip));
+        }
     }
-    for n in [1, 3, 4, 8] {
-        trials.push(Trial::test(format!("example::stencil::n{n}"), move || {
-            run_stencil(Some(n))
-        }));
-    }
-    trials.push(Trial::test("example::stencil::direct", || {
-        run_stencil(None)
-    }));
     trials
 }
 
 /// Runs one job of `sc` (`n: None`: without the launcher) and checks its outcome.
-fn run_scenario(sc: &Scenario, flavor: Option<Flavor>, n: Option<usize>) -> Result<(), Failed> {
+fn run_scenario(
+    over: &Over,
+    sc: &Scenario,
+    flavor: Option<Flavor>,
+    n: Option<usize>,
+) -> Result<(), Failed> {
     let exe = this_exe();
     let mut cmd = match n {
         Some(n) => harness::launcher(n, sc.launch, &exe),
         None => harness::direct(&exe),
     };
+    over.apply(&mut cmd);
     cmd.env(ENV_SCENARIO, sc.name);
     match flavor {
         Some(f) => cmd.env(ENV_FLAVOR, flavor_name(f)),
@@ -401,12 +504,13 @@ fn check_killed(
 }
 
 /// `examples/stencil.rs` with `n` ranks (or run directly) must print `stencil: ok` once.
-fn run_stencil(n: Option<usize>) -> Result<(), Failed> {
+fn run_stencil(over: &Over, n: Option<usize>) -> Result<(), Failed> {
     let exe = harness::stencil_exe()?;
-    let cmd = match n {
+    let mut cmd = match n {
         Some(n) => harness::launcher(n, &[], &exe),
         None => harness::direct(&exe),
     };
+    over.apply(&mut cmd);
     let out = harness::run(cmd, harness::JOB_TIMEOUT)?;
     if !out.status.success() || out.stdout.matches("stencil: ok").count() != 1 {
         return Err(format!("stencil: {}", out.describe()).into());

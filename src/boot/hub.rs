@@ -1,4 +1,5 @@
-//! The bootstrap hub: a TCP server on `127.0.0.1` that the launcher runs for one job.
+//! The bootstrap hub: a TCP server that the launcher runs for one job, on `127.0.0.1` unless it
+//! is given another address of this host (`onesided run --boot-addr`).
 //!
 //! Each rank connects once and authenticates with the job secret. The hub serves allgathers:
 //! it holds the contributions of each collective, identified by `(comm, seq)`, until all of its
@@ -11,7 +12,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::io::BufReader;
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
@@ -103,14 +104,19 @@ impl Hub {
     /// Starts a hub for a job of `size` ranks that must present `secret`, listening on an
     /// ephemeral port of `127.0.0.1`.
     pub fn start(size: usize, secret: Secret) -> Result<Hub> {
+        Hub::start_on(IpAddr::V4(Ipv4Addr::LOCALHOST), size, secret)
+    }
+
+    /// Like [`Hub::start`], listening on an ephemeral port of `ip`, an address of this host.
+    pub fn start_on(ip: IpAddr, size: usize, secret: Secret) -> Result<Hub> {
         if size == 0 || u32::try_from(size).is_err() {
             return Err(Error::new(
                 ErrorClass::Arg,
                 format!("invalid job size {size}"),
             ));
         }
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .map_err(|e| Error::os("binding the bootstrap hub", e))?;
+        let listener = TcpListener::bind((ip, 0))
+            .map_err(|e| Error::os(&format!("binding the bootstrap hub to {ip}"), e))?;
         let addr = listener
             .local_addr()
             .map_err(|e| Error::os("bootstrap hub address", e))?;

@@ -27,12 +27,15 @@ pub const BARRIER_DONE: usize = 3 * LINE;
 /// First dissemination-barrier slot; slot `k` is at `BARRIER + k * LINE`.
 pub const BARRIER: usize = 4 * LINE;
 
+/// The lock word of the fabric's emulated accumulates (0 free, 1 held), on the block's last line.
+pub const ACC_LOCK: usize = CTRL_BLOCK - LINE;
+
 /// The offset of barrier slot `round`.
 pub fn barrier_slot(round: usize) -> usize {
     BARRIER + round * LINE
 }
 
-const _: () = assert!(BARRIER + MAX_ROUNDS * LINE <= CTRL_BLOCK);
+const _: () = assert!(BARRIER + MAX_ROUNDS * LINE <= ACC_LOCK);
 
 /// Round `n` up to a multiple of `align` (a power of two).
 pub fn align_up(n: usize, align: usize) -> Option<usize> {

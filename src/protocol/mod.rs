@@ -6,3 +6,4 @@ pub mod barrier;
 pub mod epoch;
 pub mod layout;
 pub mod lockword;
+pub mod reduce;

@@ -9,6 +9,9 @@
 //! - `ONESIDED_MR_MODE`: `provider` (default: request every mode onesided honours and follow
 //!   what the provider picks) or `verbs` (request only LOCAL|VIRT_ADDR|ALLOCATED|PROV_KEY, the
 //!   verbs provider's demands, so that a provider that accepts anything runs the strict paths).
+//! - `ONESIDED_FABRIC_ATOMICS`: `auto` (default: element types whose every accumulate
+//!   operation the provider runs natively use the NIC's atomics; the others the emulation) or
+//!   `software` (every accumulate through the emulation, to test it).
 
 use crate::error::{Error, ErrorClass, Result};
 
@@ -18,6 +21,8 @@ pub const ENV_TRANSPORT: &str = "ONESIDED_TRANSPORT";
 pub const ENV_PROVIDER: &str = "ONESIDED_FABRIC_PROVIDER";
 /// `ONESIDED_MR_MODE`.
 pub const ENV_MR_MODE: &str = "ONESIDED_MR_MODE";
+/// `ONESIDED_FABRIC_ATOMICS`.
+pub const ENV_ATOMICS: &str = "ONESIDED_FABRIC_ATOMICS";
 
 /// How targets are reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -73,6 +78,8 @@ pub struct FabricConfig {
     pub provider: Option<String>,
     /// Requested MR mode.
     pub mr_mode: MrRequest,
+    /// Every accumulate through the software emulation, native atomics or not.
+    pub software_atomics: bool,
 }
 
 impl FabricConfig {
@@ -92,7 +99,21 @@ impl FabricConfig {
                 ));
             }
         };
-        Ok(FabricConfig { provider, mr_mode })
+        let software_atomics = match std::env::var(ENV_ATOMICS).unwrap_or_default().as_str() {
+            "" | "auto" => false,
+            "software" => true,
+            other => {
+                return Err(Error::new(
+                    ErrorClass::Arg,
+                    format!("{ENV_ATOMICS} must be auto or software, not {other:?}"),
+                ));
+            }
+        };
+        Ok(FabricConfig {
+            provider,
+            mr_mode,
+            software_atomics,
+        })
     }
 }
 

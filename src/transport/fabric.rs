@@ -9,9 +9,11 @@
 //! call into libfabric, so a target that computes or sleeps does not stall its origins.
 
 use super::config::{FabricConfig, MrRequest};
-use super::{Amo, Caps, Space, Transport};
+use super::{AccOp, Accumulate, Amo, Caps, Space, Transport};
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::layout;
+use crate::protocol::reduce::{Elem, Op, combine};
 use crate::world::Comm;
 use onesided_fabric as fi;
 use onesided_shm::Mem;
@@ -68,6 +70,8 @@ struct FabricKey {
     ctrl: fi::RegionKey,
     data: fi::RegionKey,
     len: usize,
+    /// Bit `Elem::index()` set: this rank's provider runs every accumulate on that type natively.
+    native: u64,
 }
 
 fn enc_region(e: Enc, k: &fi::RegionKey) -> Enc {
@@ -86,7 +90,10 @@ impl FabricKey {
     fn encode(&self) -> Vec<u8> {
         let e = Enc::new().bytes(&self.name);
         let e = enc_region(e, &self.ctrl);
-        enc_region(e, &self.data).u64(self.len as u64).finish()
+        enc_region(e, &self.data)
+            .u64(self.len as u64)
+            .u64(self.native)
+            .finish()
     }
 
     fn decode(b: &[u8]) -> Result<FabricKey> {
@@ -96,6 +103,7 @@ impl FabricKey {
             ctrl: dec_region(&mut d)?,
             data: dec_region(&mut d)?,
             len: d.usize()?,
+            native: d.u64()?,
         })
     }
 }
@@ -123,6 +131,53 @@ struct Local<'a> {
     key: FabricKey,
 }
 
+fn datatype(e: Elem) -> fi::Datatype {
+    match e {
+        Elem::I32 => fi::Datatype::I32,
+        Elem::U32 => fi::Datatype::U32,
+        Elem::I64 => fi::Datatype::I64,
+        Elem::U64 => fi::Datatype::U64,
+        Elem::F32 => fi::Datatype::F32,
+        Elem::F64 => fi::Datatype::F64,
+    }
+}
+
+/// The libfabric operation of `op`.
+fn atomic_op(op: Op) -> fi::AtomicOp {
+    match op {
+        Op::Sum => fi::AtomicOp::Sum,
+        Op::Prod => fi::AtomicOp::Prod,
+        Op::Min => fi::AtomicOp::Min,
+        Op::Max => fi::AtomicOp::Max,
+        Op::Band => fi::AtomicOp::Band,
+        Op::Bor => fi::AtomicOp::Bor,
+        Op::Bxor => fi::AtomicOp::Bxor,
+        Op::Replace => fi::AtomicOp::Write,
+        Op::NoOp => fi::AtomicOp::Read,
+    }
+}
+
+/// Element types on which `ep`'s provider runs every operation natively, fetching or not, and
+/// compare-and-swap for integers: only those may use the NIC, since a type whose operations
+/// were split between NIC and emulation would not be atomic with itself (MPICH decides the
+/// same way, per window).
+fn native_mask(ep: &fi::Endpoint) -> u64 {
+    let native = |e: Elem| {
+        let dt = datatype(e);
+        let ops = Op::ALL.iter().filter(|op| op.check(e).is_ok());
+        let all = ops.into_iter().all(|&op| {
+            let fop = atomic_op(op);
+            let plain = op == Op::NoOp || ep.atomic_native(dt, fop, fi::AtomicKind::Plain);
+            plain && ep.atomic_native(dt, fop, fi::AtomicKind::Fetch)
+        });
+        all && (e.is_float() || ep.atomic_native(dt, fi::AtomicOp::Cswap, fi::AtomicKind::Compare))
+    };
+    Elem::ALL
+        .iter()
+        .filter(|&&e| native(e))
+        .fold(0, |m, e| m | 1 << e.index())
+}
+
 fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> Result<Local<'a>> {
     let ep = fi::Endpoint::open(&domain(config)?).map_err(fi_err)?;
     let ctrl = ep.register(ctrl).map_err(fi_err)?;
@@ -140,6 +195,10 @@ fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> R
             None => fi::RegionKey::default(),
         },
         len,
+        native: match config.software_atomics {
+            true => 0,
+            false => native_mask(&ep),
+        },
     };
     Ok(Local {
         ep,
@@ -156,6 +215,8 @@ pub struct FabricTransport<'a> {
     /// Process ids of the ranks, 0 where unknown (other nodes); a wait on the NIC ends with an
     /// error once a known one is gone.
     pids: Vec<u32>,
+    /// Element types whose accumulates use the NIC on every rank (bit `Elem::index()`).
+    native: u64,
     ep: fi::Endpoint,
     _ctrl: fi::Region<'static>,
     _data: Option<fi::Region<'a>>,
@@ -182,10 +243,12 @@ impl<'a> FabricTransport<'a> {
     ) -> Result<FabricTransport<'a>> {
         let local = comm.agree("opening the fabric", open_local(config, ctrl, data))?;
         let keys = comm.allgather(&local.key.encode())?;
+        let mut native = u64::MAX;
         let targets = keys
             .iter()
             .map(|k| {
                 let k = FabricKey::decode(k)?;
+                native &= k.native;
                 let ep = &local.ep;
                 let remote = |r: &fi::RegionKey, len| -> Result<Remote> {
                     let key = if r.key.is_empty() {
@@ -217,6 +280,7 @@ impl<'a> FabricTransport<'a> {
             },
             targets,
             pids,
+            native,
             ep: local.ep,
             _ctrl: local.ctrl,
             _data: local.data,
@@ -255,6 +319,85 @@ impl<'a> FabricTransport<'a> {
 
     fn alive(&self) -> bool {
         crate::wait::gone(&self.pids).next().is_none()
+    }
+
+    /// One element's accumulate on the NIC.
+    fn native(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
+        let size = acc.elem.size();
+        let (peer, addr, key) = self.at(target, Space::Data, offset, size)?;
+        let (dt, live) = (datatype(acc.elem), || self.alive());
+        let operand = acc.operand.to_le_bytes();
+        let mut old = [0u8; 8];
+        match acc.op {
+            AccOp::CompareSwap { compare } => self.ep.compare_swap(
+                dt,
+                &compare.to_le_bytes(),
+                &operand,
+                &mut old,
+                peer,
+                addr,
+                key,
+                &live,
+            ),
+            // Always the fetching call: libfabric 1.17's shm provider completes a non-fetching
+            // atomic before the target has read its operand, so the next operation's operand
+            // was applied in its place (seen in atomics::ops_and_types). The call waits for
+            // completion either way, so fetching costs nothing more.
+            AccOp::Apply(op) => {
+                let result = Some(&mut old[..]);
+                self.ep
+                    .atomic(dt, atomic_op(op), &operand, result, peer, addr, key, &live)
+            }
+        }
+        .map_err(fi_err)?;
+        Ok(u64::from_le_bytes(old))
+    }
+
+    /// One element's accumulate emulated under the target's accumulate lock: read, combine,
+    /// write, complete, release. Atomic with respect to every other accumulate of the window,
+    /// since every rank takes this path for the element type.
+    fn emulated(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
+        let size = acc.elem.size();
+        self.at(target, Space::Data, offset, size)?;
+        let lock = |op| self.amo(target, Space::Control, layout::ACC_LOCK, op);
+        let watch = || match crate::wait::gone(&self.pids).next() {
+            Some(r) => Err(crate::wait::failed(r, &self.pids)),
+            None => Ok(()),
+        };
+        crate::wait::retry(&watch, || {
+            Ok((lock(Amo::CompareSwap {
+                compare: 0,
+                swap: 1,
+            })? == 0)
+                .then_some(()))
+        })?;
+        let updated = (|| -> Result<u64> {
+            let mut old = [0u8; 8];
+            self.get(target, Space::Data, offset, &mut old[..size])?;
+            let old = u64::from_le_bytes(old);
+            let new = match acc.op {
+                AccOp::Apply(op) => combine(acc.elem, op, old, acc.operand),
+                AccOp::CompareSwap { compare } => {
+                    if old == compare {
+                        acc.operand
+                    } else {
+                        old
+                    }
+                }
+            };
+            if new != old {
+                self.put(target, Space::Data, offset, &new.to_le_bytes()[..size])?;
+                self.flush(target)?;
+            }
+            Ok(old)
+        })();
+        let released = lock(Amo::CompareSwap {
+            compare: 1,
+            swap: 0,
+        });
+        let old = updated?;
+        released?;
+        Ok(old)
     }
 
     /// The provider in use, e.g. "tcp;ofi_rxm".
@@ -327,6 +470,22 @@ impl Transport for FabricTransport<'_> {
         }
         .map_err(fi_err)?;
         Ok(u64::from_le_bytes(old))
+    }
+
+    fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
+        if offset % acc.elem.size() != 0 {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                format!(
+                    "atomic element at byte {offset} is not aligned to its {} bytes",
+                    acc.elem.size()
+                ),
+            ));
+        }
+        match self.native & 1 << acc.elem.index() {
+            0 => self.emulated(target, offset, acc),
+            _ => self.native(target, offset, acc),
+        }
     }
 
     fn flush(&self, _target: usize) -> Result<()> {

@@ -24,10 +24,32 @@ pub mod config;
 #[cfg(have_libfabric)]
 pub mod fabric;
 pub(crate) mod net;
+pub mod report;
 pub mod shm;
 
 use crate::error::Result;
 pub use crate::protocol::lockword::Amo;
+use crate::protocol::reduce::{Elem, Op};
+
+/// What one element's atomic read-modify-write does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccOp {
+    /// Combine with the operand by `Op`.
+    Apply(Op),
+    /// Store the operand if the element equals `compare`.
+    CompareSwap { compare: u64 },
+}
+
+/// An atomic read-modify-write of one element of window memory: the accumulate family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accumulate {
+    /// Element type.
+    pub elem: Elem,
+    /// What to do.
+    pub op: AccOp,
+    /// The origin value's bits, in the low bytes.
+    pub operand: u64,
+}
 
 /// Which memory of a target an operation addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +91,10 @@ pub trait Transport: std::fmt::Debug {
     fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()>;
     /// A 64-bit atomic on the 8-aligned word at `offset`; returns the old value.
     fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64>;
+    /// An atomic read-modify-write of the element at `offset` of `target`'s window memory
+    /// (aligned to its size), atomic with respect to every other `accumulate` of the window;
+    /// returns the old bits.
+    fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64>;
     /// Complete every operation to `target` at the target.
     fn flush(&self, target: usize) -> Result<()>;
     /// Complete every operation at every target.

@@ -6,10 +6,11 @@
 //! process and is reached by cross-memory attach (process_vm_writev / process_vm_readv), which
 //! completes before the call returns.
 
-use super::{Amo, Caps, RemoteKey, Space, Transport};
+use super::{AccOp, Accumulate, Amo, Caps, RemoteKey, Space, Transport};
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
+use crate::protocol::reduce::{Op, combine};
 use onesided_shm::cma::{CmaError, RemoteMem};
 use onesided_shm::{Mem, Segment, futex};
 use std::sync::Arc;
@@ -191,6 +192,51 @@ fn apply(word: &std::sync::atomic::AtomicU64, op: Amo) -> u64 {
     }
 }
 
+/// One element's read-modify-write with CPU atomics: a single instruction for integer sums,
+/// replacement and reads; a compare-and-swap loop otherwise. Returns the old bits.
+fn rmw(mem: &Mem<'_>, offset: usize, acc: Accumulate) -> Result<u64> {
+    let next = |old: u64| match acc.op {
+        AccOp::Apply(op) => combine(acc.elem, op, old, acc.operand),
+        AccOp::CompareSwap { compare } => match old == compare {
+            true => acc.operand,
+            false => old,
+        },
+    };
+    let sum = matches!(acc.op, AccOp::Apply(Op::Sum)) && !acc.elem.is_float();
+    macro_rules! word {
+        ($w:expr, $t:ty) => {{
+            let w = $w;
+            let operand = acc.operand as $t;
+            Ok(match acc.op {
+                AccOp::Apply(Op::NoOp) => w.load(Ordering::SeqCst),
+                AccOp::Apply(Op::Replace) => w.swap(operand, Ordering::SeqCst),
+                _ if sum => w.fetch_add(operand, Ordering::SeqCst),
+                AccOp::CompareSwap { compare } => w
+                    .compare_exchange(compare as $t, operand, Ordering::SeqCst, Ordering::SeqCst)
+                    .unwrap_or_else(|old| old),
+                _ => w
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
+                        Some(next(old as u64) as $t)
+                    })
+                    .unwrap_or_else(|old| old),
+            } as u64)
+        }};
+    }
+    let misaligned = |_| {
+        Error::new(
+            ErrorClass::Arg,
+            format!(
+                "atomic element at byte {offset} is not aligned to its {} bytes",
+                acc.elem.size()
+            ),
+        )
+    };
+    match acc.elem.size() {
+        8 => word!(mem.atomic_u64(offset).map_err(misaligned)?, u64),
+        _ => word!(mem.atomic_u32(offset).map_err(misaligned)?, u32),
+    }
+}
+
 impl Transport for ShmTransport<'_> {
     fn caps(&self) -> &Caps {
         &self.caps
@@ -232,6 +278,17 @@ impl Transport for ShmTransport<'_> {
             (Space::Data, Data::Process(_)) => Err(Error::new(
                 ErrorClass::Other,
                 "atomics on another process's MPI_Win_create memory are not supported by the shm transport",
+            )),
+        }
+    }
+
+    fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
+        match &self.target(target)?.data {
+            Data::Mapped(m) => rmw(m, offset, acc),
+            Data::Process(_) => Err(Error::new(
+                ErrorClass::Other,
+                "accumulates on another process's MPI_Win_create memory need the fabric \
+                 transport (ONESIDED_TRANSPORT=fabric): the shm transport cannot reach it atomically",
             )),
         }
     }

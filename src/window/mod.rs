@@ -1,7 +1,8 @@
 //! Windows: memory of every rank of a communicator, open to one-sided access.
 //!
 //! A [`Window`] is created collectively by [`Window::allocate`], [`Window::allocate_shared`] or
-//! [`Window::create`]; RMA calls ([`Window::put`], [`Window::get`]) and synchronization calls
+//! [`Window::create`]; RMA calls ([`Window::put`], [`Window::get`], the accumulate family of
+//! [`Window::accumulate`]) and synchronization calls
 //! (fence, lock, flush, ...) act on it; [`Window::free`] (or drop) ends it collectively.
 //!
 //! Elements are plain-old-data types ([`bytemuck::Pod`]); displacements count in the target's
@@ -9,11 +10,13 @@
 //!
 //! # MPI-4.1: 12.2 (initialization), 12.3 (communication calls), 12.5 (synchronization)
 
+mod atomic;
 mod local;
 mod rma;
 mod setup;
 mod sync;
 
+pub use atomic::{AtomicElem, Op};
 pub use local::SharedRegion;
 
 use crate::error::{Error, ErrorClass, Result};

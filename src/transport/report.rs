@@ -1,0 +1,56 @@
+//! `onesided info`: what this build and this machine offer the fabric transport.
+
+/// The report: the libfabric version built against and loaded, then every provider with its
+/// RMA and atomic support, MR mode, key size and inject size.
+#[cfg(have_libfabric)]
+pub fn providers() -> String {
+    use onesided_fabric as fi;
+    use std::fmt::Write;
+    let mut out = format!(
+        "libfabric: built against {}, loaded {}\n",
+        fi::BUILT_WITH.unwrap_or("?"),
+        fi::version()
+    );
+    let list = match fi::list() {
+        Ok(l) => l,
+        Err(e) => return format!("{out}no providers: {e}\n"),
+    };
+    let _ = writeln!(
+        out,
+        "{:<18} {:<4} {:<7} {:<44} {:>4} {:>7}  {}",
+        "provider", "rma", "atomic", "mr_mode", "key", "inject", "fabric / domain"
+    );
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let mut seen = std::collections::HashSet::new();
+    for p in list {
+        let line = format!(
+            "{:<18} {:<4} {:<7} {:<44} {:>4} {:>7}  {} / {}",
+            p.name,
+            yes(p.rma),
+            yes(p.atomics),
+            p.mr_mode.names(),
+            p.mr_key_size,
+            p.inject_size,
+            p.fabric,
+            p.domain
+        );
+        if seen.insert(line.clone()) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    if !out.contains("verbs") {
+        out.push_str(
+            "verbs: no RDMA device here (no InfiniBand, RoCE or rxe): the verbs provider stays off\n",
+        );
+    }
+    out
+}
+
+/// The report of a build without libfabric.
+#[cfg(not(have_libfabric))]
+pub fn providers() -> String {
+    "libfabric: not built in (pkg-config found no libfabric when onesided was built); only the \
+     shared-memory transport is available. Install libfabric-dev, pkg-config and libclang, then \
+     rebuild.\n"
+        .into()
+}

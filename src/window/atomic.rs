@@ -1,0 +1,184 @@
+//! The accumulate family: accumulate, get_accumulate, fetch_and_op, compare_and_swap.
+//!
+//! Every element is one atomic read-modify-write through the window's atomic route (CPU atomics
+//! inside a node, the NIC's atomics or their emulation over the fabric), so accumulates from
+//! many origins to the same element combine exactly, as MPI requires for the same predefined
+//! datatype. Checks come first: rank, epoch, range, then the operation against the type.
+//!
+//! # MPI-4.1: 12.3.4 (MPI_ACCUMULATE), 12.3.5 (MPI_GET_ACCUMULATE, MPI_FETCH_AND_OP,
+//! MPI_COMPARE_AND_SWAP)
+
+use super::Window;
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::reduce::Elem;
+pub use crate::protocol::reduce::Op;
+use crate::transport::{AccOp, Accumulate};
+use bytemuck::Pod;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Element types of the accumulate family (MPI_INT32_T, MPI_UINT32_T, MPI_INT64_T,
+/// MPI_UINT64_T, MPI_FLOAT, MPI_DOUBLE). Sealed: the transports know exactly these.
+pub trait AtomicElem: Pod + sealed::Sealed {
+    /// The element type the transports see.
+    #[doc(hidden)]
+    const ELEM: Elem;
+}
+
+macro_rules! atomic_elem {
+    ($($t:ty => $e:ident),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl AtomicElem for $t {
+            const ELEM: Elem = Elem::$e;
+        }
+    )*};
+}
+atomic_elem!(i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => F32, f64 => F64);
+
+fn bits<T: AtomicElem>(v: T) -> u64 {
+    let mut b = [0u8; 8];
+    b[..T::ELEM.size()].copy_from_slice(bytemuck::bytes_of(&v));
+    u64::from_le_bytes(b)
+}
+
+fn from_bits<T: AtomicElem>(v: u64) -> T {
+    bytemuck::pod_read_unaligned(&v.to_le_bytes()[..T::ELEM.size()])
+}
+
+impl Window<'_> {
+    /// Check everything about `count` elements of `T` at `disp` of `target`; the byte offset.
+    fn atomic_range<T: AtomicElem>(
+        &self,
+        target: usize,
+        disp: usize,
+        count: usize,
+    ) -> Result<usize> {
+        let len = count
+            .checked_mul(T::ELEM.size())
+            .ok_or_else(|| Error::new(ErrorClass::Count, format!("{count} elements overflow")))?;
+        let off = self.range(target, disp, len)?;
+        self.epochs.borrow_mut().access(target)?;
+        Ok(off)
+    }
+
+    /// One element's read-modify-write at byte `off` of `target`.
+    #[inline]
+    fn rmw<T: AtomicElem>(
+        &self,
+        target: usize,
+        off: usize,
+        op: AccOp,
+        operand: T) -> Result<T> {
+        let acc = Accumulate {
+            elem: T::ELEM,
+            op,
+            operand: bits(operand),
+        };
+        self.atomic_route()
+            .accumulate(target, off, acc)
+            .map(from_bits)
+    }
+
+    /// Combine `origin` into `target`'s window at `disp` element by element with `op`
+    /// (MPI_REPLACE stores; MPI_NO_OP is not allowed here: MPI_ERR_OP). Each element is
+    /// updated atomically with respect to every other accumulate on it.
+    ///
+    /// # MPI-4.1: 12.3.4 (MPI_ACCUMULATE)
+    pub fn accumulate<T: AtomicElem>(
+        &self,
+        origin: &[T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        if op == Op::NoOp {
+            return Err(Error::new(
+                ErrorClass::Op,
+                "MPI_NO_OP is only for fetching accumulates",
+            ));
+        }
+        op.check(T::ELEM)?;
+        let off = self.atomic_range::<T>(target, disp, origin.len())?;
+        let size = T::ELEM.size();
+        for (i, &v) in origin.iter().enumerate() {
+            self.rmw(target, off + i * size, AccOp::Apply(op), v)?;
+        }
+        Ok(())
+    }
+
+    /// Like [`Window::accumulate`], and the elements' previous values land in `result` (which
+    /// must be as long as `origin`: MPI_ERR_COUNT). With MPI_NO_OP it is an atomic get.
+    ///
+    /// # MPI-4.1: 12.3.5 (MPI_GET_ACCUMULATE)
+    pub fn get_accumulate<T: AtomicElem>(
+        &self,
+        origin: &[T],
+        result: &mut [T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        if origin.len() != result.len() {
+            return Err(Error::new(
+                ErrorClass::Count,
+                format!(
+                    "{} origin elements but room for {} results",
+                    origin.len(),
+                    result.len()
+                ),
+            ));
+        }
+        op.check(T::ELEM)?;
+        let off = self.atomic_range::<T>(target, disp, origin.len())?;
+        let size = T::ELEM.size();
+        for (i, (&v, r)) in origin.iter().zip(result.iter_mut()).enumerate() {
+            *r = self.rmw(target, off + i * size, AccOp::Apply(op), v)?;
+        }
+        Ok(())
+    }
+
+    /// Combine `origin` into one element of `target` with `op` and return its previous value.
+    ///
+    /// # MPI-4.1: 12.3.5 (MPI_FETCH_AND_OP)
+    pub fn fetch_and_op<T: AtomicElem>(
+        &self,
+        origin: T,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<T> {
+        op.check(T::ELEM)?;
+        let off = self.atomic_range::<T>(target, disp, 1)?;
+        self.rmw(target, off, AccOp::Apply(op), origin)
+    }
+
+    /// Store `origin` in one element of `target` if it equals `compare`; return its previous
+    /// value. Integer types only (MPI_ERR_TYPE for floating point).
+    ///
+    /// # MPI-4.1: 12.3.5 (MPI_COMPARE_AND_SWAP)
+    pub fn compare_and_swap<T: AtomicElem>(
+        &self,
+        origin: T,
+        compare: T,
+        target: usize,
+        disp: usize,
+    ) -> Result<T> {
+        if T::ELEM.is_float() {
+            return Err(Error::new(
+                ErrorClass::Type,
+                "compare_and_swap takes integer types, not floating point",
+            ));
+        }
+        let off = self.atomic_range::<T>(target, disp, 1)?;
+        self.rmw(
+            target,
+            off,
+            AccOp::CompareSwap {
+                compare: bits(compare),
+            },
+            origin,
+        )
+    }
+}

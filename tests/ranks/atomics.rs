@@ -1,0 +1,306 @@
+//! The accumulate family: exact counts under contention, compare-and-swap claims, every
+//! operation on every element type, the errors MPI names, and origins that finish while their
+//! target sleeps or computes.
+//!
+//! # MPI-4.1: 12.3.4, 12.3.5, 12.7 (progress)
+
+use crate::util::*;
+use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Window, World};
+use std::time::{Duration, Instant};
+
+/// Fetch-and-adds per rank (each is a round trip over the fabric).
+const ITERS: usize = 150;
+
+/// Whether `win` can run atomics on `target`: the shm transport cannot reach another process's
+/// MPI_Win_create memory atomically, and says so with MPI_ERR_OTHER (checked here).
+fn atomics_reach(win: &Window<'_>, target: usize) -> Result<bool, String> {
+    let shm = win.transport_name(target).ctx("transport_name")? == "shm";
+    if win.flavor() == Flavor::Create && shm && target != win.rank() {
+        win.lock(LockType::Shared, target, Assert::NONE)
+            .ctx("lock")?;
+        let r = win.fetch_and_op(1u64, target, 0, Op::Sum);
+        win.unlock(target).ctx("unlock")?;
+        expect_class(
+            r,
+            ErrorClass::Other,
+            "fetch_and_op on create memory over shm",
+        )?;
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Every rank fetch-adds 1 to one u64 of rank 0, accumulates 2 into an i64 and 0.5 into an
+/// f64, under lock_all: the totals are exact and each rank's fetched values increase.
+pub fn counts(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    with_window(world, flavor, 64, 8, &Info::new(), |win| {
+        if !atomics_reach(win, 0)? {
+            return Ok(());
+        }
+        world.barrier().ctx("barrier")?;
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        let mut last = None;
+        for _ in 0..ITERS {
+            let old = win.fetch_and_op(1u64, 0, 0, Op::Sum).ctx("fetch_and_op")?;
+            ensure!(last.is_none_or(|l| old > l), "fetched {old} after {last:?}");
+            last = Some(old);
+            win.accumulate(&[2i64], 0, 1, Op::Sum)
+                .ctx("accumulate i64")?;
+            win.accumulate(&[0.5f64], 0, 2, Op::Sum)
+                .ctx("accumulate f64")?;
+        }
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+        if me == 0 {
+            let mut c = [0u64; 1];
+            let mut i = [0i64; 1];
+            let mut f = [0f64; 1];
+            win.read_local(0, &mut c).ctx("read_local")?;
+            win.read_local(1, &mut i).ctx("read_local")?;
+            win.read_local(2, &mut f).ctx("read_local")?;
+            ensure_eq!(c[0] as usize, n * ITERS, "u64 fetch-add total");
+            ensure_eq!(i[0] as usize, 2 * n * ITERS, "i64 accumulate total");
+            ensure_eq!(f[0], 0.5 * (n * ITERS) as f64, "f64 accumulate total");
+        }
+        world.barrier().ctx("barrier")?;
+        Ok(())
+    })
+}
+
+/// 16 slots on rank 0; every rank tries to claim each with compare_and_swap(me + 1, 0). Each
+/// slot has exactly one winner, who finds its mark there, and the claims counted by
+/// fetch_and_op add up to 16.
+pub fn cas_claims(world: &World, flavor: Flavor) -> Res {
+    const SLOTS: usize = 16;
+    let me = world.rank();
+    with_window(world, flavor, 8 * (SLOTS + 1), 8, &Info::new(), |win| {
+        if !atomics_reach(win, 0)? {
+            return Ok(());
+        }
+        world.barrier().ctx("barrier")?;
+        win.lock(LockType::Shared, 0, Assert::NONE).ctx("lock")?;
+        let mut won = Vec::new();
+        for s in 0..SLOTS {
+            let slot = (s + me) % SLOTS;
+            let old = win
+                .compare_and_swap(me as u64 + 1, 0, 0, slot)
+                .ctx("compare_and_swap")?;
+            if old == 0 {
+                won.push(slot);
+                win.fetch_and_op(1u64, 0, SLOTS, Op::Sum)
+                    .ctx("fetch_and_op")?;
+            }
+        }
+        win.unlock(0).ctx("unlock")?;
+        world.barrier().ctx("barrier")?;
+        win.lock(LockType::Shared, 0, Assert::NONE).ctx("lock")?;
+        let mut all = [0u64; SLOTS + 1];
+        win.get(&mut all, 0, 0).ctx("get")?;
+        win.unlock(0).ctx("unlock")?;
+        for &s in &won {
+            ensure_eq!(all[s], me as u64 + 1, "mark in slot {s} won by rank {me}");
+        }
+        ensure!(
+            all[..SLOTS].iter().all(|&v| v != 0),
+            "unclaimed slots: {all:?}"
+        );
+        ensure_eq!(all[SLOTS] as usize, SLOTS, "claims counted");
+        world.barrier().ctx("barrier")?;
+        Ok(())
+    })
+}
+
+/// Every operation on every element type, in fence epochs, each rank contributing to rank 0;
+/// then get_accumulate with MPI_NO_OP reads them back atomically.
+pub fn ops_and_types(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    with_window(world, flavor, 64, 1, &Info::new(), |win| {
+        if !atomics_reach(win, 0)? {
+            return Ok(());
+        }
+        if me == 0 {
+            win.write_local(32, &[1.0f64]).ctx("write_local")?;
+        }
+        win.fence(Assert::NONE).ctx("fence")?;
+        win.accumulate(&[me as u64 + 10], 0, 0, Op::Max)
+            .ctx("u64 max")?;
+        win.accumulate(&[-(me as i64)], 0, 8, Op::Min)
+            .ctx("i64 min")?;
+        win.accumulate(&[1u32 << me], 0, 16, Op::Bxor)
+            .ctx("u32 bxor")?;
+        win.accumulate(&[-3i32], 0, 20, Op::Sum).ctx("i32 sum")?;
+        win.accumulate(&[0.25f32], 0, 24, Op::Sum).ctx("f32 sum")?;
+        win.accumulate(&[2.0f64], 0, 32, Op::Prod).ctx("f64 prod")?;
+        win.accumulate(&[0xffu64], 0, 40, Op::Bor).ctx("u64 bor")?;
+        if me == n - 1 {
+            win.accumulate(&[77u64], 0, 48, Op::Replace)
+                .ctx("u64 replace")?;
+        }
+        win.fence(Assert::NONE).ctx("fence")?;
+        let mut u = [0u64; 1];
+        win.get_accumulate(&[0u64], &mut u, 0, 0, Op::NoOp)
+            .ctx("get_accumulate")?;
+        ensure_eq!(u[0], 10 + n as u64 - 1, "u64 max");
+        let i = win.fetch_and_op(0i64, 0, 8, Op::NoOp).ctx("fetch i64")?;
+        ensure_eq!(i, -(n as i64 - 1), "i64 min");
+        let x = win.fetch_and_op(0u32, 0, 16, Op::NoOp).ctx("fetch u32")?;
+        ensure_eq!(x, (1u32 << n) - 1, "u32 bxor");
+        let s = win.fetch_and_op(0i32, 0, 20, Op::NoOp).ctx("fetch i32")?;
+        ensure_eq!(s, -3 * n as i32, "i32 sum");
+        let f = win.fetch_and_op(0f32, 0, 24, Op::NoOp).ctx("fetch f32")?;
+        ensure_eq!(f, 0.25 * n as f32, "f32 sum");
+        let p = win.fetch_and_op(0f64, 0, 32, Op::NoOp).ctx("fetch f64")?;
+        ensure_eq!(p, 2f64.powi(n as i32), "f64 prod");
+        let b = win.fetch_and_op(0u64, 0, 40, Op::NoOp).ctx("fetch bor")?;
+        ensure_eq!(b, 0xff, "u64 bor");
+        let mut r = [0u64; 1];
+        win.get_accumulate(&[5u64], &mut r, 0, 48, Op::Sum)
+            .ctx("get_accumulate sum")?;
+        win.fence(Assert::NONE).ctx("fence")?;
+        let last = win
+            .fetch_and_op(0u64, 0, 48, Op::NoOp)
+            .ctx("fetch replace")?;
+        ensure_eq!(last, 77 + 5 * n as u64, "replace then every rank's +5");
+        win.fence(Assert::NOSUCCEED).ctx("fence")?;
+        Ok(())
+    })
+}
+
+/// What MPI names: MPI_NO_OP in accumulate and bitwise ops on floats (MPI_ERR_OP), float
+/// compare-and-swap (MPI_ERR_TYPE), a short result buffer (MPI_ERR_COUNT), out of range
+/// (MPI_ERR_RMA_RANGE, nothing written), outside an epoch (MPI_ERR_RMA_SYNC).
+pub fn errors(world: &World, flavor: Flavor) -> Res {
+    with_window(world, flavor, 16, 8, &Info::new(), |win| {
+        let peer = (world.rank() + 1) % world.size();
+        expect_class(
+            win.fetch_and_op(1u64, peer, 0, Op::Sum),
+            ErrorClass::RmaSync,
+            "no epoch",
+        )?;
+        win.lock(LockType::Shared, peer, Assert::NONE).ctx("lock")?;
+        expect_class(
+            win.accumulate(&[1u64], peer, 0, Op::NoOp),
+            ErrorClass::Op,
+            "accumulate NO_OP",
+        )?;
+        expect_class(
+            win.accumulate(&[1f64], peer, 0, Op::Band),
+            ErrorClass::Op,
+            "f64 band",
+        )?;
+        expect_class(
+            win.compare_and_swap(1f64, 0.0, peer, 0),
+            ErrorClass::Type,
+            "f64 cas",
+        )?;
+        let mut short = [0u64; 1];
+        expect_class(
+            win.get_accumulate(&[1u64, 2], &mut short, peer, 0, Op::Sum),
+            ErrorClass::Count,
+            "short result",
+        )?;
+        expect_class(
+            win.accumulate(&[1u64, 2, 3], peer, 0, Op::Sum),
+            ErrorClass::RmaRange,
+            "past the end",
+        )?;
+        expect_class(
+            win.fetch_and_op(1u64, peer, 2, Op::Sum),
+            ErrorClass::RmaRange,
+            "element past the end",
+        )?;
+        win.unlock(peer).ctx("unlock")?;
+        world.barrier().ctx("barrier")?;
+        ensure_eq!(
+            local_u64(win, 2)?,
+            vec![0, 0],
+            "memory after refused accumulates"
+        );
+        world.barrier().ctx("barrier")
+    })
+}
+
+/// How the target spends the 2 s while rank 0 works on its memory.
+#[derive(Clone, Copy)]
+enum Busy {
+    Sleep,
+    Compute,
+}
+
+const BUSY_FOR: Duration = Duration::from_secs(2);
+
+/// Rank 1 holds a shared lock on rank 0 (a passive epoch) and sleeps or computes for 2 s,
+/// without a call into onesided; rank 0 meanwhile locks rank 1 exclusively, puts, flushes, gets,
+/// compare-and-swaps and unlocks. All of that must finish long before rank 1 is back: its
+/// memory is served by shared memory or by the fabric's progress thread, not by rank 1's calls.
+fn busy_target(world: &World, flavor: Flavor, busy: Busy) -> Res {
+    let me = world.rank();
+    ensure!(
+        world.size() == 2,
+        "laid out for 2 ranks, not {}",
+        world.size()
+    );
+    with_window(world, flavor, 64, 8, &Info::new(), |win| {
+        let cas = atomics_reach(win, 1)?;
+        world.barrier().ctx("barrier")?;
+        if me == 1 {
+            win.lock(LockType::Shared, 0, Assert::NONE).ctx("lock")?;
+            let start = Instant::now();
+            match busy {
+                Busy::Sleep => std::thread::sleep(BUSY_FOR),
+                Busy::Compute => {
+                    let mut x = 1u64;
+                    while start.elapsed() < BUSY_FOR {
+                        for i in 0..10_000u64 {
+                            x = std::hint::black_box(
+                                x.wrapping_mul(6364136223846793005).wrapping_add(i),
+                            );
+                        }
+                    }
+                }
+            }
+            win.unlock(0).ctx("unlock")?;
+        } else {
+            let start = Instant::now();
+            win.lock(LockType::Exclusive, 1, Assert::NONE).ctx("lock")?;
+            win.put(&[41u64, 42], 1, 0).ctx("put")?;
+            win.flush(1).ctx("flush")?;
+            let mut back = [0u64; 2];
+            win.get(&mut back, 1, 0).ctx("get")?;
+            ensure_eq!(back, [41, 42], "get after put");
+            if cas {
+                let old = win
+                    .compare_and_swap(7u64, 41, 1, 0)
+                    .ctx("compare_and_swap")?;
+                ensure_eq!(old, 41, "compare_and_swap old value");
+            }
+            win.unlock(1).ctx("unlock")?;
+            let took = start.elapsed();
+            ensure!(
+                took < BUSY_FOR * 3 / 4,
+                "lock/put/get/CAS/unlock took {took:?}: the origin waited for its busy target"
+            );
+        }
+        world.barrier().ctx("barrier")?;
+        if me == 1 {
+            let want = if cas { [7, 42] } else { [41, 42] };
+            ensure_eq!(
+                local_u64(win, 2)?,
+                want,
+                "target memory after the origin's epoch"
+            );
+        }
+        world.barrier().ctx("barrier")
+    })
+}
+
+/// [`busy_target`] with a sleeping target.
+pub fn target_sleeps(world: &World, flavor: Flavor) -> Res {
+    busy_target(world, flavor, Busy::Sleep)
+}
+
+/// [`busy_target`] with a target in a compute loop.
+pub fn target_computes(world: &World, flavor: Flavor) -> Res {
+    busy_target(world, flavor, Busy::Compute)
+}
