@@ -74,6 +74,7 @@ pub(crate) fn until(
     let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(range)?;
     let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range)?;
     let mut backoff = Backoff::new();
+    let mut checked = Instant::now();
     loop {
         let v = word.load(Ordering::Acquire);
         if done(v) {
@@ -81,6 +82,17 @@ pub(crate) fn until(
         }
         transport.progress()?;
         if !backoff.snooze() {
+            continue;
+        }
+        if transport.caps().needs_target_progress {
+            // Serve the target side while waiting, as MPI libraries do in blocking calls:
+            // yielding (not sleeping) keeps the turnaround of other origins' operations at
+            // polling speed, and still lets the other ranks of a crowded node run.
+            std::thread::yield_now();
+            if checked.elapsed() >= NAP {
+                watch()?;
+                checked = Instant::now();
+            }
             continue;
         }
         if transport.caps().wakes_sleepers {

@@ -17,6 +17,7 @@ pub use options::{Sizes, parse_sizes};
 use crate::boot::JobEnv;
 use crate::error::{Error, ErrorClass, Result};
 use crate::launch::{self, Job};
+use crate::transport::config::{Choice, ENV_TRANSPORT};
 use crate::world::World;
 use options::{Kind, Pass, Plan};
 use report::Report;
@@ -35,6 +36,8 @@ pub enum Test {
     PutBw,
     /// MPI_Get bandwidth (osu_get_bw).
     GetBw,
+    /// MPI_Compare_and_swap latency (osu_cas_latency), 8 bytes.
+    CasLatency,
     /// Floor: single-thread memcpy bandwidth in one process.
     MemcpyBw,
     /// Floor: half round trip of an atomic flag ping-pong through shared memory.
@@ -45,11 +48,12 @@ pub enum Test {
 
 impl Test {
     /// The tests `all` runs, in order.
-    const EVERY: [Test; 6] = [
+    const EVERY: [Test; 7] = [
         Test::PutLatency,
         Test::GetLatency,
         Test::PutBw,
         Test::GetBw,
+        Test::CasLatency,
         Test::MemcpyBw,
         Test::AtomicPingpong,
     ];
@@ -61,6 +65,7 @@ impl Test {
             Test::GetLatency => "get_latency",
             Test::PutBw => "put_bw",
             Test::GetBw => "get_bw",
+            Test::CasLatency => "cas_latency",
             Test::MemcpyBw => "memcpy_bw",
             Test::AtomicPingpong => "atomic_pingpong",
             Test::All => "all",
@@ -145,6 +150,10 @@ pub struct BenchArgs {
     /// Operations per synchronization in the bandwidth tests [default: 64].
     #[arg(short = 'W', value_name = "WINDOW")]
     pub window: Option<usize>,
+    /// Transport: auto (shared memory on one node) or fabric (libfabric for every target;
+    /// provider from FI_PROVIDER) [default: auto, or ONESIDED_TRANSPORT].
+    #[arg(long, value_name = "auto|fabric")]
+    pub transport: Option<String>,
 }
 
 /// Runs `onesided bench` with parsed arguments; returns the process exit code: 0, 2 for
@@ -165,6 +174,10 @@ pub fn run_cli(args: BenchArgs) -> i32 {
 /// Runs the benchmark; started directly, as a job of 2 ranks. Returns the exit code.
 fn run(args: &BenchArgs) -> Result<i32> {
     let plan = Plan::new(args)?;
+    let transport = match &args.transport {
+        Some(t) => vec![(ENV_TRANSPORT.to_owned(), Choice::parse(t)?.as_str().to_owned())],
+        None => Vec::new(),
+    };
     if args.test.needs_peer() && JobEnv::from_env()?.is_none() {
         let program = std::env::current_exe().map_err(|e| Error::os("finding this program", e))?;
         return launch::run(&Job {
@@ -173,7 +186,7 @@ fn run(args: &BenchArgs) -> Result<i32> {
             args: std::env::args_os().skip(1).collect(),
             tag_output: false,
             simulate_nodes: None,
-            extra_env: Vec::new(),
+            extra_env: transport,
             bind: launch::Bind::Auto,
         });
     }
@@ -209,6 +222,7 @@ fn one(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()
         Test::GetLatency => rma::sweep(world, Op::Get, Kind::Latency, plan, report),
         Test::PutBw => rma::sweep(world, Op::Put, Kind::Bandwidth, plan, report),
         Test::GetBw => rma::sweep(world, Op::Get, Kind::Bandwidth, plan, report),
+        Test::CasLatency => rma::sweep(world, Op::Cas, Kind::Latency, plan, report),
         Test::MemcpyBw => floor::memcpy_bw(world, plan, report),
         Test::AtomicPingpong => floor::atomic_pingpong(world, plan, report),
         Test::All => Err(Error::new(ErrorClass::Intern, "`all` inside `all`")),

@@ -1,9 +1,10 @@
 //! The RMA tests: put/get latency and bandwidth, timed as OSU times them.
 //!
 //! Per size, both ranks create a fresh window (latency: `size` bytes, bandwidth: `size * W`
-//! bytes), rank 0 runs the timed loop (with rank 1 in fence mode), then both meet at a world
-//! barrier and free the window. In the passive modes (flush, flush_local, lock, lock_all) rank 1
-//! just waits at that barrier, which blocks in the bootstrap and leaves its core idle.
+//! bytes), rank 0 runs the timed loop (with rank 1 in fence mode), then both meet at a closing
+//! fence and free the window. In the passive modes (flush, flush_local, lock, lock_all) rank 1
+//! just waits in that fence: asleep on its doorbell over shared memory, polling the fabric
+//! otherwise (as an MPI library's target does).
 
 use super::options::{Kind, Pass, Plan};
 use super::report::Report;
@@ -21,6 +22,8 @@ use std::time::Duration;
 pub(super) enum Op {
     Put,
     Get,
+    /// compare_and_swap of one u64 (latency only).
+    Cas,
 }
 
 /// The OSU header lines of a test.
@@ -30,6 +33,7 @@ fn title(op: Op, kind: Kind) -> &'static str {
         (Op::Get, Kind::Latency) => "OSU MPI_Get Latency Test v7.4",
         (Op::Put, Kind::Bandwidth) => "OSU MPI_Put Bandwidth Test v7.4",
         (Op::Get, Kind::Bandwidth) => "OSU MPI_Get Bandwidth Test v7.4",
+        (Op::Cas, _) => "OSU MPI_Compare_and_swap latency Test v7.4",
     }
 }
 
@@ -52,7 +56,12 @@ pub(super) fn sweep(
         Kind::Latency => 1,
         Kind::Bandwidth => plan.window,
     };
-    for size in plan.sizes.iter() {
+    // compare_and_swap moves one u64, whatever the sizes asked for.
+    let sizes: Vec<usize> = match op {
+        Op::Cas => vec![8],
+        _ => plan.sizes.iter().collect(),
+    };
+    for size in sizes {
         let pass = plan.pass(kind, size);
         let time = with_window(world, plan.creation, size * count, |win| {
             // Filled with non-zero bytes, so that its pages are touched before the clock starts.
@@ -74,6 +83,9 @@ pub(super) fn sweep(
                         .enumerate()
                         .try_for_each(|(j, m)| w.get(m, t, j * size))
                 }),
+                (Op::Cas, _) => epochs(win, plan.sync, kind, pass, |w, t| {
+                    w.compare_and_swap(1u64, 0u64, t, 0).map(drop)
+                }),
             }
         })?;
         let value = match (kind, plan.sync) {
@@ -87,8 +99,8 @@ pub(super) fn sweep(
 }
 
 /// Creates a window of `bytes` bytes on every rank, runs `f` on it, then meets the other rank
-/// at a world barrier (also when `f` failed, so that the free below does not wait for a rank
-/// still waiting at the barrier) and frees the window.
+/// at a closing fence and frees the window (a failure of `f` returns at once: the job ends on
+/// it).
 fn with_window<R>(
     world: &World,
     creation: Creation,
@@ -96,10 +108,13 @@ fn with_window<R>(
     f: impl FnOnce(&Window<'_>) -> Result<R>,
 ) -> Result<R> {
     let info = Info::new();
+    // The closing barrier is the window's own, so that a passive rank 1 waits inside the
+    // library, serving the fabric as MPI libraries' targets do (over shared memory it sleeps).
+    // A failure of rank 0 ends the job (the launcher stops rank 1), so it returns at once.
     let run = |win: &Window<'_>| {
-        let result = f(win);
-        world.barrier()?;
-        result
+        let result = f(win)?;
+        win.fence(Assert::NOPRECEDE | Assert::NOSUCCEED)?;
+        Ok(result)
     };
     match creation {
         Creation::Allocate => {
