@@ -297,6 +297,10 @@ fn supervise(
         }
     }
     let code = wait_all(&mut ranks, hub, signals);
+    let pids: Vec<u32> = ranks.iter().map(|r| r.child.id()).collect();
+    if let Err(e) = cleanup::remove_fabric_segments(&pids) {
+        eprintln!("onesided run: warning: removing the ranks' libfabric shm segments: {e}");
+    }
     join_all(pumps);
     Ok(code)
 }
@@ -345,7 +349,11 @@ fn rank_command(
         .env(boot::ENV_SIZE, job.n.to_string())
         .env(boot::ENV_BOOT, hub.addr().to_string())
         .env(boot::ENV_SECRET, boot::to_hex(secret))
-        .env(boot::ENV_JOB, job_id);
+        .env(boot::ENV_JOB, job_id)
+        // Debian's libfabric links libinfinipath, whose load-time constructor turns fatal signals
+        // into a backtrace file and exit status 1 unless this is set: ranks must die by their
+        // signal, so that the launcher reports it.
+        .env("IPATH_NO_BACKTRACE", "1");
     match job.simulate_nodes {
         Some(k) => cmd.env(boot::ENV_NODE, format!("sim{}", r * k / job.n)),
         None => cmd.env_remove(boot::ENV_NODE),

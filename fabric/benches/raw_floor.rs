@@ -350,11 +350,11 @@ mod floor {
         fn fadd(&self, i: u64) -> Result<()> {
             let mut old = [0u8; 8];
             self.ep
-                .atomic(
+                .fetch_atomic(
                     Datatype::U64,
                     AtomicOp::Sum,
                     &1u64.to_le_bytes(),
-                    Some(&mut old),
+                    &mut old,
                     self.peer,
                     self.base + FADD,
                     self.key,

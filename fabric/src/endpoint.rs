@@ -1,7 +1,8 @@
-//! An RDM endpoint with its address vector, completion counter and completion queue; RMA and
-//! atomics that return when their local buffers may be reused; remote completion by counter.
+//! An RDM endpoint with its address vector, completion counter and completion queue, its
+//! progress thread, and remote completion by counter (the operations are in `ops.rs`).
 
-use crate::domain::{AtomicKind, AtomicOp, Datatype, Domain, close};
+use crate::core::Core;
+use crate::domain::{AtomicKind, AtomicOp, Datatype, Domain};
 use crate::error::{FiError, check};
 use crate::info::MrMode;
 use crate::region::{Access, Region, RegionKey};
@@ -16,166 +17,13 @@ use std::time::{Duration, Instant};
 
 /// Bytes of the registered bounce buffer used for small transfers and atomic operands when
 /// the provider demands registered local buffers (`FI_MR_LOCAL`).
-const BOUNCE: usize = 64 << 10;
-/// Offsets in the bounce buffer of atomic operand, compare value and result.
-const OPERAND: usize = 0;
-const COMPARE: usize = 64;
-const RESULT: usize = 128;
-/// How long the progress thread blocks in one `fi_cq_sread` before it looks again at its stop
-/// flag and at the owner's activity.
-const PROGRESS_WAIT_MS: i32 = 1;
-/// The progress thread stands aside while the owning thread has driven the endpoint this
-/// recently: two threads polling one endpoint contend for its lock and wake each other, which
-/// doubled the latency of put + flush over tcp;ofi_rxm (12 us alone, 25 us with both).
-const HOLDOFF: Duration = Duration::from_micros(200);
+pub(crate) const BOUNCE: usize = 64 << 10;
 /// How often a waiter asks its caller whether to keep waiting.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
 
 /// A peer's address in this endpoint's address vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer(u64);
-
-/// The libfabric objects of an endpoint, closed when the endpoint and every region bound to it
-/// are gone.
-pub(crate) struct Core {
-    domain: Arc<Domain>,
-    ep: *mut sys::fid_ep,
-    av: *mut sys::fid_av,
-    cq: *mut sys::fid_cq,
-    cntr: *mut sys::fid_cntr,
-    /// The completion queue has a wait object (`fi_cq_sread` blocks).
-    waitable: bool,
-    /// Text of the last error completion, read by whichever thread found it.
-    last_error: Mutex<Option<String>>,
-    /// When the owning thread last issued or waited for an operation (nanoseconds since
-    /// `epoch`).
-    active: AtomicU64,
-    epoch: Instant,
-}
-
-// SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.
-unsafe impl Send for Core {}
-// SAFETY: as above.
-unsafe impl Sync for Core {}
-
-impl Core {
-    /// Note that the owning thread is driving the endpoint now.
-    fn touch(&self) {
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        self.active.store(now, Ordering::Relaxed);
-    }
-
-    /// How long ago the owning thread last drove the endpoint.
-    fn idle(&self) -> Duration {
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        Duration::from_nanos(now.saturating_sub(self.active.load(Ordering::Relaxed)))
-    }
-
-    /// One round of the progress thread: stand aside while the owner is active, else block
-    /// until traffic arrives (or a short timeout), serving the target side meanwhile.
-    fn serve(&self) {
-        let idle = self.idle();
-        if idle < HOLDOFF {
-            std::thread::sleep(HOLDOFF - idle);
-        } else {
-            self.wait();
-        }
-    }
-
-    pub(crate) fn domain(&self) -> &Arc<Domain> {
-        &self.domain
-    }
-
-    pub(crate) fn ep(&self) -> *mut sys::fid_ep {
-        self.ep
-    }
-
-    /// Drive the provider (reading the completion queue progresses the endpoint) and keep the
-    /// text of any error completion.
-    fn poll(&self) {
-        let mut entry = sys::fi_cq_entry::default();
-        // SAFETY: the queue is open; `entry` has room for one FI_CQ_FORMAT_CONTEXT entry.
-        let ret = unsafe { sys::fi_cq_read(self.cq, (&raw mut entry).cast(), 1) };
-        if ret == -(sys::FI_EAVAIL as isize) {
-            self.read_error();
-        }
-    }
-
-    /// Block until traffic arrives or `PROGRESS_WAIT_MS` passes, progressing meanwhile.
-    fn wait(&self) {
-        if !self.waitable {
-            self.poll();
-            std::thread::sleep(HOLDOFF);
-            return;
-        }
-        let mut entry = sys::fi_cq_entry::default();
-        // SAFETY: as in `poll`; the condition argument may be NULL.
-        let ret = unsafe {
-            sys::fi_cq_sread(
-                self.cq,
-                (&raw mut entry).cast(),
-                1,
-                ptr::null(),
-                PROGRESS_WAIT_MS,
-            )
-        };
-        if ret == -(sys::FI_EAVAIL as isize) {
-            self.read_error();
-        }
-    }
-
-    fn read_error(&self) {
-        let mut err = sys::fi_cq_err_entry::default();
-        // SAFETY: the queue is open; `err` is a valid out-parameter with no provider buffer.
-        let ret = unsafe { sys::fi_cq_readerr(self.cq, &mut err, 0) };
-        if ret <= 0 {
-            return;
-        }
-        let mut buf = [0 as libc::c_char; 256];
-        // SAFETY: the queue is open; `err` was filled by fi_cq_readerr; `buf` has the length
-        // given, and fi_cq_strerror returns a NUL-terminated string.
-        let text = unsafe {
-            let s = sys::fi_cq_strerror(
-                self.cq,
-                err.prov_errno,
-                err.err_data,
-                buf.as_mut_ptr(),
-                buf.len(),
-            );
-            std::ffi::CStr::from_ptr(s).to_string_lossy().into_owned()
-        };
-        let text = format!(
-            "{} ({}; provider errno {})",
-            FiError::new("completion", err.err as i64).text(),
-            err.err,
-            text
-        );
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
-    }
-
-    fn take_error(&self) -> String {
-        self.poll();
-        self.last_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .unwrap_or_else(|| "an operation failed".into())
-    }
-}
-
-impl Drop for Core {
-    fn drop(&mut self) {
-        // SAFETY: nothing uses these objects any more (the progress thread has been joined and
-        // every region holding this core is gone); the endpoint closes before what it is bound
-        // to.
-        unsafe {
-            close(self.ep.cast());
-            close(self.cq.cast());
-            close(self.cntr.cast());
-            close(self.av.cast());
-        }
-    }
-}
+pub struct Peer(pub(crate) u64);
 
 /// The progress thread's handle on the core.
 struct Progress {
@@ -185,15 +33,15 @@ struct Progress {
 
 /// An RDM endpoint, ready for RMA and atomics to the peers inserted into it.
 pub struct Endpoint {
-    core: Arc<Core>,
+    pub(crate) core: Arc<Core>,
     progress: Progress,
-    bounce: Region<'static>,
-    local_mr: bool,
-    inject: usize,
-    delivery: u64,
-    max_msg: usize,
-    issued: Cell<u64>,
-    errors_seen: Cell<u64>,
+    pub(crate) bounce: Region<'static>,
+    pub(crate) local_mr: bool,
+    pub(crate) inject: usize,
+    pub(crate) delivery: u64,
+    pub(crate) max_msg: usize,
+    pub(crate) issued: Cell<u64>,
+    pub(crate) errors_seen: Cell<u64>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -403,7 +251,7 @@ impl Endpoint {
     }
 
     /// Issue one operation, progressing and retrying while the provider says FI_EAGAIN.
-    fn post(&self, op: &str, mut call: impl FnMut() -> isize) -> Result<(), FiError> {
+    pub(crate) fn post(&self, op: &str, mut call: impl FnMut() -> isize) -> Result<(), FiError> {
         self.core.touch();
         loop {
             let ret = call();
@@ -469,267 +317,6 @@ impl Endpoint {
     pub fn progress(&self) {
         self.core.touch();
         self.core.poll();
-    }
-
-    /// The largest piece one operation moves: the bounce buffer when local buffers must be
-    /// registered, else the provider's limit.
-    fn step(&self) -> usize {
-        if self.local_mr {
-            BOUNCE.min(self.max_msg)
-        } else {
-            self.max_msg
-        }
-    }
-
-    fn bounce_desc(&self) -> *mut libc::c_void {
-        if self.local_mr {
-            self.bounce.desc()
-        } else {
-            ptr::null_mut()
-        }
-    }
-
-    /// Write `src` to `addr` (in the peer's addressing) under `key`; returns when `src` may be
-    /// reused. Small writes are injected; others wait for their completion.
-    pub fn write(
-        &self,
-        src: &[u8],
-        peer: Peer,
-        addr: u64,
-        key: u64,
-        keep_waiting: &dyn Fn() -> bool,
-    ) -> Result<(), FiError> {
-        let step = self.step();
-        for (i, chunk) in src.chunks(step).enumerate() {
-            let at = addr + (i * step) as u64;
-            if chunk.len() <= self.inject {
-                self.rma_msg(
-                    "fi_writemsg",
-                    chunk.as_ptr() as usize,
-                    chunk.len(),
-                    ptr::null_mut(),
-                    peer,
-                    at,
-                    key,
-                    sys::FI_INJECT as u64,
-                )?;
-                continue;
-            }
-            let (buf, desc) = if self.local_mr {
-                self.bounce
-                    .mem()
-                    .write(0, chunk)
-                    .map_err(|_| FiError::new("bounce", -(sys::FI_EINVAL as i64)))?;
-                (self.bounce.mem().addr(), self.bounce.desc())
-            } else {
-                (chunk.as_ptr() as usize, ptr::null_mut())
-            };
-            self.rma_msg("fi_writemsg", buf, chunk.len(), desc, peer, at, key, 0)?;
-            self.complete(keep_waiting)?;
-        }
-        Ok(())
-    }
-
-    /// Read `dst.len()` bytes at `addr` under `key`; returns with the data in `dst`.
-    pub fn read(
-        &self,
-        dst: &mut [u8],
-        peer: Peer,
-        addr: u64,
-        key: u64,
-        keep_waiting: &dyn Fn() -> bool,
-    ) -> Result<(), FiError> {
-        let step = self.step();
-        for (i, chunk) in dst.chunks_mut(step).enumerate() {
-            let at = addr + (i * step) as u64;
-            if self.local_mr {
-                let b = self.bounce.mem();
-                self.rma_read(b.addr(), chunk.len(), self.bounce.desc(), peer, at, key)?;
-                self.complete(keep_waiting)?;
-                b.read(0, chunk)
-                    .map_err(|_| FiError::new("bounce", -(sys::FI_EINVAL as i64)))?;
-            } else {
-                self.rma_read(
-                    chunk.as_mut_ptr() as usize,
-                    chunk.len(),
-                    ptr::null_mut(),
-                    peer,
-                    at,
-                    key,
-                )?;
-                self.complete(keep_waiting)?;
-            }
-        }
-        Ok(())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn rma_msg(
-        &self,
-        op: &str,
-        buf: usize,
-        len: usize,
-        mut desc: *mut libc::c_void,
-        peer: Peer,
-        addr: u64,
-        key: u64,
-        flags: u64,
-    ) -> Result<(), FiError> {
-        let mut iov = libc::iovec {
-            iov_base: buf as *mut libc::c_void,
-            iov_len: len,
-        };
-        let mut rma = sys::fi_rma_iov { addr, len, key };
-        let msg = sys::fi_msg_rma {
-            msg_iov: (&raw mut iov).cast(),
-            desc: &mut desc,
-            iov_count: 1,
-            addr: peer.0,
-            rma_iov: &mut rma,
-            rma_iov_count: 1,
-            context: ptr::null_mut(),
-            data: 0,
-        };
-        // SAFETY: the endpoint is open; `buf` is valid for `len` bytes until the call returns
-        // (FI_INJECT copies it) or until the caller waits for completion before releasing it;
-        // `msg` and what it points to live across the call.
-        self.post(op, || unsafe {
-            sys::fi_writemsg(self.core.ep, &msg, flags | self.delivery)
-        })
-    }
-
-    fn rma_read(
-        &self,
-        buf: usize,
-        len: usize,
-        desc: *mut libc::c_void,
-        peer: Peer,
-        addr: u64,
-        key: u64,
-    ) -> Result<(), FiError> {
-        // SAFETY: the endpoint is open; `buf` is writable for `len` bytes and the caller waits
-        // for completion before using or releasing it.
-        self.post("fi_read", || unsafe {
-            sys::fi_read(
-                self.core.ep,
-                buf as *mut libc::c_void,
-                len,
-                desc,
-                peer.0,
-                addr,
-                key,
-                ptr::null_mut(),
-            )
-        })
-    }
-
-    /// `op` on one `dtype` element at `addr` with `operand` (its bytes); returns the old value's
-    /// bytes in `result` when given (`fi_fetch_atomic`), else applies it (`fi_atomic`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn atomic(
-        &self,
-        dtype: Datatype,
-        op: AtomicOp,
-        operand: &[u8],
-        result: Option<&mut [u8]>,
-        peer: Peer,
-        addr: u64,
-        key: u64,
-        keep_waiting: &dyn Fn() -> bool,
-    ) -> Result<(), FiError> {
-        let size = dtype.size();
-        let b = self.bounce.mem();
-        let bad = |_| FiError::new("atomic operand", -(sys::FI_EINVAL as i64));
-        b.write(OPERAND, &operand[..size.min(operand.len())])
-            .map_err(bad)?;
-        let (buf, desc) = (b.addr() + OPERAND, self.bounce_desc());
-        match result {
-            Some(out) => {
-                // SAFETY: the endpoint is open; operand and result lie in the registered bounce
-                // buffer, which is not reused before completion (waited for below).
-                self.post("fi_fetch_atomic", || unsafe {
-                    sys::fi_fetch_atomic(
-                        self.core.ep,
-                        buf as *const libc::c_void,
-                        1,
-                        desc,
-                        (b.addr() + RESULT) as *mut libc::c_void,
-                        desc,
-                        peer.0,
-                        addr,
-                        key,
-                        dtype.raw(),
-                        op.raw(),
-                        ptr::null_mut(),
-                    )
-                })?;
-                self.complete(keep_waiting)?;
-                b.read(RESULT, &mut out[..size]).map_err(bad)
-            }
-            None => {
-                // SAFETY: as above; the operand is in the bounce buffer and the call waits for
-                // completion before the buffer is reused.
-                self.post("fi_atomic", || unsafe {
-                    sys::fi_atomic(
-                        self.core.ep,
-                        buf as *const libc::c_void,
-                        1,
-                        desc,
-                        peer.0,
-                        addr,
-                        key,
-                        dtype.raw(),
-                        op.raw(),
-                        ptr::null_mut(),
-                    )
-                })?;
-                self.complete(keep_waiting)
-            }
-        }
-    }
-
-    /// Compare-and-swap one `dtype` element at `addr`: stores `swap` if it equals `compare`;
-    /// the old value's bytes go to `result`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn compare_swap(
-        &self,
-        dtype: Datatype,
-        compare: &[u8],
-        swap: &[u8],
-        result: &mut [u8],
-        peer: Peer,
-        addr: u64,
-        key: u64,
-        keep_waiting: &dyn Fn() -> bool,
-    ) -> Result<(), FiError> {
-        let size = dtype.size();
-        let b = self.bounce.mem();
-        let bad = |_| FiError::new("atomic operand", -(sys::FI_EINVAL as i64));
-        b.write(OPERAND, &swap[..size]).map_err(bad)?;
-        b.write(COMPARE, &compare[..size]).map_err(bad)?;
-        let desc = self.bounce_desc();
-        // SAFETY: the endpoint is open; swap, compare and result lie in the registered bounce
-        // buffer, which is not reused before completion (waited for below).
-        self.post("fi_compare_atomic", || unsafe {
-            sys::fi_compare_atomic(
-                self.core.ep,
-                (b.addr() + OPERAND) as *const libc::c_void,
-                1,
-                desc,
-                (b.addr() + COMPARE) as *const libc::c_void,
-                desc,
-                (b.addr() + RESULT) as *mut libc::c_void,
-                desc,
-                peer.0,
-                addr,
-                key,
-                dtype.raw(),
-                AtomicOp::Cswap.raw(),
-                ptr::null_mut(),
-            )
-        })?;
-        self.complete(keep_waiting)?;
-        b.read(RESULT, &mut result[..size]).map_err(bad)
     }
 
     /// Whether `op` on `dtype` runs natively for the `kind` of call on this provider.

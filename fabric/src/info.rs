@@ -280,33 +280,45 @@ pub struct ProviderSummary {
     pub inject_size: usize,
 }
 
-/// Every RDM provider libfabric offers here, with its RMA/atomic support and MR mode.
+/// Every RDM provider libfabric offers here, with its RMA/atomic support and MR mode. A provider
+/// that adds atomics only when asked (tcp;ofi_rxm) is listed as it answers that request.
 pub fn list() -> Result<Vec<ProviderSummary>, FiError> {
     let req = Request {
         provider: None,
         mr_mode: MrMode::ALL,
         delivery_complete: false,
     };
-    let all = getinfo(&req, false)?;
-    let mut out = Vec::new();
-    let mut at = all.0;
-    while !at.is_null() {
-        // SAFETY: `at` walks the list owned by `all`, which outlives the loop.
-        let i = unsafe { &*at };
-        let caps = i.caps;
-        // SAFETY: attribute pointers of a listed fi_info are valid.
-        let (d, t, f) = unsafe { (&*i.domain_attr, &*i.tx_attr, &*i.fabric_attr) };
-        out.push(ProviderSummary {
-            name: cstr(f.prov_name),
-            fabric: cstr(f.name),
-            domain: cstr(d.name),
-            rma: caps & sys::FI_RMA as u64 != 0,
-            atomics: caps & sys::FI_ATOMIC as u64 != 0,
-            mr_mode: MrMode(d.mr_mode as u32),
-            mr_key_size: d.mr_key_size,
-            inject_size: t.inject_size,
-        });
-        at = i.next;
+    let mut out: Vec<ProviderSummary> = Vec::new();
+    for rma_atomic in [true, false] {
+        let all = match getinfo(&req, rma_atomic) {
+            Ok(all) => all,
+            Err(e) if rma_atomic && e.code == sys::FI_ENODATA as i32 => continue,
+            Err(e) => return Err(e),
+        };
+        let mut at = all.0;
+        while !at.is_null() {
+            // SAFETY: `at` walks the list owned by `all`, which outlives the loop.
+            let i = unsafe { &*at };
+            // SAFETY: attribute pointers of a listed fi_info are valid.
+            let (d, t, f) = unsafe { (&*i.domain_attr, &*i.tx_attr, &*i.fabric_attr) };
+            let p = ProviderSummary {
+                name: cstr(f.prov_name),
+                fabric: cstr(f.name),
+                domain: cstr(d.name),
+                rma: i.caps & sys::FI_RMA as u64 != 0,
+                atomics: i.caps & sys::FI_ATOMIC as u64 != 0,
+                mr_mode: MrMode(d.mr_mode as u32),
+                mr_key_size: d.mr_key_size,
+                inject_size: t.inject_size,
+            };
+            let seen = out
+                .iter()
+                .any(|q| (&q.name, &q.fabric, &q.domain) == (&p.name, &p.fabric, &p.domain));
+            if !seen {
+                out.push(p);
+            }
+            at = i.next;
+        }
     }
     Ok(out)
 }

@@ -19,9 +19,15 @@
 //!
 //! Built only when libfabric was found (cfg `have_libfabric`); see `build.rs`.
 
+// bindgen gives each `#define` constant the narrowest type of its value, and the values differ
+// between libfabric versions; explicit casts keep one source for all of them.
+#![allow(clippy::unnecessary_cast)]
+
 #[cfg(have_libfabric)]
 mod sys;
 
+#[cfg(have_libfabric)]
+mod core;
 #[cfg(have_libfabric)]
 mod domain;
 #[cfg(have_libfabric)]
@@ -30,6 +36,8 @@ mod endpoint;
 mod error;
 #[cfg(have_libfabric)]
 mod info;
+#[cfg(have_libfabric)]
+mod ops;
 #[cfg(have_libfabric)]
 mod region;
 

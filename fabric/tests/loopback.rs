@@ -36,12 +36,13 @@ fn run(provider: &str, mr_mode: MrMode) {
         .unwrap();
     assert_eq!(got, big);
 
+    let mut old = [0u8; 8];
     for _ in 0..100 {
-        a.atomic(
+        a.fetch_atomic(
             Datatype::U64,
             AtomicOp::Sum,
             &3u64.to_le_bytes(),
-            None,
+            &mut old,
             peer,
             key.base,
             rkey,
@@ -49,12 +50,11 @@ fn run(provider: &str, mr_mode: MrMode) {
         )
         .unwrap();
     }
-    let mut old = [0u8; 8];
-    a.atomic(
+    a.fetch_atomic(
         Datatype::U64,
         AtomicOp::Read,
         &[0; 8],
-        Some(&mut old),
+        &mut old,
         peer,
         key.base,
         rkey,

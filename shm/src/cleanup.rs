@@ -39,6 +39,17 @@ pub fn remove_stale_segments() -> io::Result<usize> {
     })
 }
 
+/// Removes the segments libfabric's shm provider names `/dev/shm/<pid>:<n>:<m>` for every pid
+/// of `pids` (ranks of a finished job: a rank killed, or one that exited without closing its
+/// endpoints, leaves them behind); returns how many were removed.
+pub fn remove_fabric_segments(pids: &[u32]) -> io::Result<usize> {
+    remove_matching(Path::new(SHM_DIR), |name| {
+        name.split_once(':')
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+            .is_some_and(|pid| pids.contains(&pid))
+    })
+}
+
 /// The launcher pid in a segment name `onesided-<pid>-...`, if the name has that form.
 fn launcher_pid(name: &str) -> Option<u32> {
     let (pid, _) = name.strip_prefix(SEGMENT_PREFIX)?.split_once('-')?;

@@ -339,14 +339,10 @@ impl<'a> FabricTransport<'a> {
                 key,
                 &live,
             ),
-            // Always the fetching call: libfabric 1.17's shm provider completes a non-fetching
-            // atomic before the target has read its operand, so the next operation's operand
-            // was applied in its place (seen in atomics::ops_and_types). The call waits for
-            // completion either way, so fetching costs nothing more.
             AccOp::Apply(op) => {
-                let result = Some(&mut old[..]);
+                let result = &mut old[..];
                 self.ep
-                    .atomic(dt, atomic_op(op), &operand, result, peer, addr, key, &live)
+                    .fetch_atomic(dt, atomic_op(op), &operand, result, peer, addr, key, &live)
             }
         }
         .map_err(fi_err)?;
@@ -437,21 +433,21 @@ impl Transport for FabricTransport<'_> {
         let live = || self.alive();
         let t = fi::Datatype::U64;
         match op {
-            Amo::FetchAdd(v) => self.ep.atomic(
+            Amo::FetchAdd(v) => self.ep.fetch_atomic(
                 t,
                 fi::AtomicOp::Sum,
                 &v.to_le_bytes(),
-                Some(&mut old),
+                &mut old,
                 peer,
                 addr,
                 key,
                 &live,
             ),
-            Amo::Load => self.ep.atomic(
+            Amo::Load => self.ep.fetch_atomic(
                 t,
                 fi::AtomicOp::Read,
                 &[0; 8],
-                Some(&mut old),
+                &mut old,
                 peer,
                 addr,
                 key,
@@ -473,7 +469,7 @@ impl Transport for FabricTransport<'_> {
     }
 
     fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
-        if offset % acc.elem.size() != 0 {
+        if !offset.is_multiple_of(acc.elem.size()) {
             return Err(Error::new(
                 ErrorClass::Arg,
                 format!(

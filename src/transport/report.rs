@@ -17,13 +17,13 @@ pub fn providers() -> String {
     };
     let _ = writeln!(
         out,
-        "{:<18} {:<4} {:<7} {:<44} {:>4} {:>7}  {}",
-        "provider", "rma", "atomic", "mr_mode", "key", "inject", "fabric / domain"
+        "{:<18} {:<4} {:<7} {:<44} {:>4} {:>7}  fabric / domain",
+        "provider", "rma", "atomic", "mr_mode", "key", "inject"
     );
     let yes = |b: bool| if b { "yes" } else { "no" };
-    let mut seen = std::collections::HashSet::new();
     for p in list {
-        let line = format!(
+        let _ = writeln!(
+            out,
             "{:<18} {:<4} {:<7} {:<44} {:>4} {:>7}  {} / {}",
             p.name,
             yes(p.rma),
@@ -34,9 +34,6 @@ pub fn providers() -> String {
             p.fabric,
             p.domain
         );
-        if seen.insert(line.clone()) {
-            let _ = writeln!(out, "{line}");
-        }
     }
     if !out.contains("verbs") {
         out.push_str(

@@ -166,16 +166,15 @@ fn node_ranks(comm: &Comm, flavor: Flavor) -> Result<Vec<usize>> {
     let local: Vec<usize> = (0..comm.size())
         .filter(|&r| comm.node_of(r) == mine)
         .collect();
-    if let Some(away) = (0..comm.size()).find(|&r| comm.node_of(r) != mine) {
-        if flavor == Flavor::Shared {
-            return Err(Error::new(
-                ErrorClass::RmaShared,
-                format!(
-                    "allocate_shared: rank {away} is on node {}, not on {mine}",
-                    comm.node_of(away)
-                ),
-            ));
-        }
+    let away = (0..comm.size()).find(|&r| comm.node_of(r) != mine);
+    if let (Some(away), Flavor::Shared) = (away, flavor) {
+        return Err(Error::new(
+            ErrorClass::RmaShared,
+            format!(
+                "allocate_shared: rank {away} is on node {}, not on {mine}",
+                comm.node_of(away)
+            ),
+        ));
     }
     Ok(local)
 }
