@@ -4,16 +4,17 @@
 //! Two processes: the origin (what `cargo bench` starts) re-executes itself as a target child
 //! per provider. The target registers 1 MiB and makes progress by busy polling, calling
 //! `Endpoint::progress` in a loop until the origin sends `quit` on its stdin: the fastest a target
-//! side can be (the progress thread every `Endpoint` starts still sleeps in its completion queue
-//! alongside, as it does under the window layer). The two exchange endpoint names and the region
-//! key as hex lines over the child's stdin and stdout; the child is killed if the origin fails.
+//! side can be (the progress thread every `Endpoint` starts is there too, as under the window
+//! layer, and stands aside while `progress` is being called). The two exchange endpoint names and
+//! the region key as hex lines over the child's stdin and stdout; the child is killed if the
+//! origin fails.
 //!
 //! The origin times, OSU style (`RAW_FLOOR_WARMUP` untimed iterations, then `RAW_FLOOR_ITERS`
 //! timed ones), the mean latency in microseconds of
 //! - `put_flush`: a 1-byte and an 8-byte `write`, each followed by `complete` (the flush);
 //! - `get`: an 8-byte `read`;
 //! - `cas`: `compare_swap` on a u64;
-//! - `fadd`: a fetching `atomic` sum on a u64,
+//! - `fadd`: `fetch_atomic` with `AtomicOp::Sum` on a u64,
 //!
 //! for each provider of `RAW_FLOOR_PROVIDERS` (comma-separated, default "tcp,shm"), printing one
 //! `raw_floor provider=P op=OP size=N us=X` line each after a header line. Every result is
@@ -360,8 +361,8 @@ mod floor {
                     self.key,
                     &self.keep_waiting(),
                 )
-                .ctx("atomic sum")?;
-            check("atomic sum", u64::from_le_bytes(old), i)
+                .ctx("fetch_atomic")?;
+            check("fetch_atomic", u64::from_le_bytes(old), i)
         }
     }
 

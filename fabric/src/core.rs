@@ -157,4 +157,3 @@ impl Drop for Core {
         }
     }
 }
-

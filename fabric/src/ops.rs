@@ -185,8 +185,13 @@ impl Endpoint {
         let size = dtype.size();
         let b = self.bounce.mem();
         let bad = |_| FiError::new("atomic operand", -(sys::FI_EINVAL as i64));
-        b.write(OPERAND, &operand[..size.min(operand.len())])
-            .map_err(bad)?;
+        if operand.len() < size || result.len() < size {
+            return Err(FiError::new(
+                "fi_fetch_atomic buffers",
+                -(sys::FI_EINVAL as i64),
+            ));
+        }
+        b.write(OPERAND, &operand[..size]).map_err(bad)?;
         let desc = self.bounce_desc();
         // SAFETY: the endpoint is open; operand and result lie in the registered bounce buffer,
         // which is not reused before completion (waited for below).
@@ -225,6 +230,12 @@ impl Endpoint {
         keep_waiting: &dyn Fn() -> bool,
     ) -> Result<(), FiError> {
         let size = dtype.size();
+        if compare.len() < size || swap.len() < size || result.len() < size {
+            return Err(FiError::new(
+                "fi_compare_atomic buffers",
+                -(sys::FI_EINVAL as i64),
+            ));
+        }
         let b = self.bounce.mem();
         let bad = |_| FiError::new("atomic operand", -(sys::FI_EINVAL as i64));
         b.write(OPERAND, &swap[..size]).map_err(bad)?;
@@ -253,5 +264,4 @@ impl Endpoint {
         self.complete(keep_waiting)?;
         b.read(RESULT, &mut result[..size]).map_err(bad)
     }
-
 }

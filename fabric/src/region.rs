@@ -1,7 +1,7 @@
 //! Registered memory: what a peer needs to reach it, and the local descriptor operations use.
 
-use crate::domain::close;
 use crate::core::Core;
+use crate::domain::close;
 use crate::error::{FiError, check};
 use crate::info::MrMode;
 use crate::sys;

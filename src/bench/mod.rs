@@ -175,7 +175,10 @@ pub fn run_cli(args: BenchArgs) -> i32 {
 fn run(args: &BenchArgs) -> Result<i32> {
     let plan = Plan::new(args)?;
     let transport = match &args.transport {
-        Some(t) => vec![(ENV_TRANSPORT.to_owned(), Choice::parse(t)?.as_str().to_owned())],
+        Some(t) => vec![(
+            ENV_TRANSPORT.to_owned(),
+            Choice::parse(t)?.as_str().to_owned(),
+        )],
         None => Vec::new(),
     };
     if args.test.needs_peer() && JobEnv::from_env()?.is_none() {

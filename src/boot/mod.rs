@@ -1,8 +1,9 @@
 //! Bootstrap: how the ranks of a job find each other and exchange small amounts of data.
 //!
-//! The launcher (`onesided run`) runs a [`Hub`], a TCP server on `127.0.0.1`, and starts every
-//! rank with the environment variables below. Each rank reads them with [`JobEnv::from_env`],
-//! connects with [`BootClient::connect`] and then runs allgathers through the hub, which is how
+//! The launcher (`onesided run`) runs a [`Hub`], a TCP server on `127.0.0.1` (or on
+//! `--boot-addr`), and starts every rank with the environment variables below. Each rank reads
+//! them with [`JobEnv::from_env`], connects with [`BootClient::connect`] and then runs
+//! allgathers through the hub, which is how
 //! the library exchanges addresses, segment names and the like when creating communicators and
 //! windows. The hub also tells the ranks when a rank of the job failed, so that nobody waits
 //! forever for a dead peer.
@@ -20,7 +21,7 @@ pub use hub::Hub;
 pub const ENV_RANK: &str = "ONESIDED_RANK";
 /// Environment variable holding the number of ranks of the job.
 pub const ENV_SIZE: &str = "ONESIDED_SIZE";
-/// Environment variable holding the hub address, `127.0.0.1:PORT`.
+/// Environment variable holding the hub address, `IP:PORT` (`127.0.0.1` unless `--boot-addr`).
 pub const ENV_BOOT: &str = "ONESIDED_BOOT";
 /// Environment variable holding the job secret: 64 hex digits (32 random bytes).
 pub const ENV_SECRET: &str = "ONESIDED_SECRET";

@@ -17,6 +17,7 @@ use crate::protocol::reduce::{Elem, Op, combine};
 use crate::world::Comm;
 use onesided_fabric as fi;
 use onesided_shm::Mem;
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 /// Text of a libfabric failure as an MPI error: a peer that cannot be reached is a failed
@@ -217,6 +218,8 @@ pub struct FabricTransport<'a> {
     pids: Vec<u32>,
     /// Element types whose accumulates use the NIC on every rank (bit `Elem::index()`).
     native: u64,
+    /// Targets of the operations issued since everything last completed.
+    pending: RefCell<Vec<usize>>,
     ep: fi::Endpoint,
     _ctrl: fi::Region<'static>,
     _data: Option<fi::Region<'a>>,
@@ -281,6 +284,7 @@ impl<'a> FabricTransport<'a> {
             targets,
             pids,
             native,
+            pending: RefCell::new(Vec::new()),
             ep: local.ep,
             _ctrl: local.ctrl,
             _data: local.data,
@@ -306,7 +310,10 @@ impl<'a> FabricTransport<'a> {
             Space::Control => t.ctrl,
         };
         match offset.checked_add(len) {
-            Some(end) if end <= r.len => Ok((t.peer, r.base + offset as u64, r.key)),
+            Some(end) if end <= r.len => {
+                self.issue(target);
+                Ok((t.peer, r.base + offset as u64, r.key))
+            }
             _ => Err(Error::new(
                 ErrorClass::RmaRange,
                 format!(
@@ -317,8 +324,34 @@ impl<'a> FabricTransport<'a> {
         }
     }
 
+    /// Whether every rank this origin has operations pending at is alive (as far as this node
+    /// can tell): a rank that finished and exited is no reason to fail a wait on others.
     fn alive(&self) -> bool {
-        crate::wait::gone(&self.pids).next().is_none()
+        let pending = self.pending.borrow();
+        !pending
+            .iter()
+            .any(|&r| crate::wait::gone(&self.pids[r..=r]).next().is_some())
+    }
+
+    /// Note an operation to `target`, until the next completion of everything.
+    fn issue(&self, target: usize) {
+        let mut pending = self.pending.borrow_mut();
+        if !pending.contains(&target) {
+            pending.push(target);
+        }
+    }
+
+    /// The outcome of a call that waited for every operation issued (reads and atomics): on
+    /// success nothing is pending any more.
+    fn synced<T>(&self, done: std::result::Result<T, fi::FiError>) -> Result<T> {
+        let v = done.map_err(fi_err)?;
+        self.pending.borrow_mut().clear();
+        Ok(v)
+    }
+
+    /// Wait for every operation issued to complete at its target.
+    fn complete(&self) -> Result<()> {
+        self.synced(self.ep.complete(&|| self.alive()))
     }
 
     /// One element's accumulate on the NIC.
@@ -328,7 +361,7 @@ impl<'a> FabricTransport<'a> {
         let (dt, live) = (datatype(acc.elem), || self.alive());
         let operand = acc.operand.to_le_bytes();
         let mut old = [0u8; 8];
-        match acc.op {
+        let done = match acc.op {
             AccOp::CompareSwap { compare } => self.ep.compare_swap(
                 dt,
                 &compare.to_le_bytes(),
@@ -344,8 +377,8 @@ impl<'a> FabricTransport<'a> {
                 self.ep
                     .fetch_atomic(dt, atomic_op(op), &operand, result, peer, addr, key, &live)
             }
-        }
-        .map_err(fi_err)?;
+        };
+        self.synced(done)?;
         Ok(u64::from_le_bytes(old))
     }
 
@@ -422,9 +455,8 @@ impl Transport for FabricTransport<'_> {
         if dst.is_empty() {
             return Ok(());
         }
-        self.ep
-            .read(dst, peer, addr, key, &|| self.alive())
-            .map_err(fi_err)
+        let done = self.ep.read(dst, peer, addr, key, &|| self.alive());
+        self.synced(done)
     }
 
     fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64> {
@@ -432,7 +464,7 @@ impl Transport for FabricTransport<'_> {
         let mut old = [0u8; 8];
         let live = || self.alive();
         let t = fi::Datatype::U64;
-        match op {
+        let done = match op {
             Amo::FetchAdd(v) => self.ep.fetch_atomic(
                 t,
                 fi::AtomicOp::Sum,
@@ -463,8 +495,8 @@ impl Transport for FabricTransport<'_> {
                 key,
                 &live,
             ),
-        }
-        .map_err(fi_err)?;
+        };
+        self.synced(done)?;
         Ok(u64::from_le_bytes(old))
     }
 
@@ -485,11 +517,11 @@ impl Transport for FabricTransport<'_> {
     }
 
     fn flush(&self, _target: usize) -> Result<()> {
-        self.ep.complete(&|| self.alive()).map_err(fi_err)
+        self.complete()
     }
 
     fn flush_all(&self) -> Result<()> {
-        self.ep.complete(&|| self.alive()).map_err(fi_err)
+        self.complete()
     }
 
     fn flush_local(&self, _target: usize) -> Result<()> {

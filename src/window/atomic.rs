@@ -65,12 +65,7 @@ impl Window<'_> {
 
     /// One element's read-modify-write at byte `off` of `target`.
     #[inline]
-    fn rmw<T: AtomicElem>(
-        &self,
-        target: usize,
-        off: usize,
-        op: AccOp,
-        operand: T) -> Result<T> {
+    fn rmw<T: AtomicElem>(&self, target: usize, off: usize, op: AccOp, operand: T) -> Result<T> {
         let acc = Accumulate {
             elem: T::ELEM,
             op,

@@ -239,7 +239,13 @@ impl<'a> Window<'a> {
                 quiet: false,
             };
         }
-        let barrier = self.barrier();
+        let mut barrier = self.barrier();
+        if barrier.is_ok() && self.net.is_some() {
+            // The last signal of the barrier may still await its completion from a rank that
+            // has passed the barrier; that rank must not close its endpoint before it arrives,
+            // so the ranks meet once more, outside the fabric.
+            barrier = self.comm.barrier();
+        }
         let quiet = barrier.is_ok();
         Released {
             result: open.and(closed).and(barrier),

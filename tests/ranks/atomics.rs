@@ -20,10 +20,15 @@ fn atomics_reach(win: &Window<'_>, target: usize) -> Result<bool, String> {
         return Ok(true);
     }
     if target != win.rank() {
-        win.lock(LockType::Shared, target, Assert::NONE).ctx("lock")?;
+        win.lock(LockType::Shared, target, Assert::NONE)
+            .ctx("lock")?;
         let r = win.fetch_and_op(1u64, target, 0, Op::Sum);
         win.unlock(target).ctx("unlock")?;
-        expect_class(r, ErrorClass::Other, "fetch_and_op on create memory over shm")?;
+        expect_class(
+            r,
+            ErrorClass::Other,
+            "fetch_and_op on create memory over shm",
+        )?;
     }
     Ok(false)
 }
