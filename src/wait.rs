@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 const SPIN_ROUNDS: u32 = 7;
 const YIELD_ROUNDS: u32 = 64;
+/// Polls of a fabric between two yields of a waiter.
+const YIELD_EVERY: u32 = 16;
 /// How long one sleep lasts at most before the waiter looks again and checks its peers.
 const NAP: Duration = Duration::from_millis(10);
 
@@ -75,6 +77,7 @@ pub(crate) fn until(
     let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range)?;
     let mut backoff = Backoff::new();
     let mut checked = Instant::now();
+    let mut polls = 0u32;
     loop {
         let v = word.load(Ordering::Acquire);
         if done(v) {
@@ -86,9 +89,13 @@ pub(crate) fn until(
         }
         if transport.caps().needs_target_progress {
             // Serve the target side while waiting, as MPI libraries do in blocking calls:
-            // yielding (not sleeping) keeps the turnaround of other origins' operations at
-            // polling speed, and still lets the other ranks of a crowded node run.
-            std::thread::yield_now();
+            // polling (not sleeping) keeps the turnaround of other origins' operations at
+            // polling speed, and a yield every few rounds still lets the other ranks of a
+            // crowded node run.
+            polls += 1;
+            if polls % YIELD_EVERY == 0 {
+                std::thread::yield_now();
+            }
             if checked.elapsed() >= NAP {
                 watch()?;
                 checked = Instant::now();

@@ -179,8 +179,25 @@ fn native_mask(ep: &fi::Endpoint) -> u64 {
         .fold(0, |m, e| m | 1 << e.index())
 }
 
+/// Open an endpoint on the process's domain. libfabric 1.17's shm provider now and then refuses
+/// to enable a new endpoint with EBUSY while the region of one just closed is still being torn
+/// down (1 window creation in about 500 of the suite); a few retries ride that out.
+fn open_endpoint(config: &FabricConfig) -> Result<fi::Endpoint> {
+    let domain = domain(config)?;
+    let mut tries = 0;
+    loop {
+        match fi::Endpoint::open(&domain) {
+            Err(e) if e.code == libc::EBUSY && tries < 5 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r.map_err(fi_err),
+        }
+    }
+}
+
 fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> Result<Local<'a>> {
-    let ep = fi::Endpoint::open(&domain(config)?).map_err(fi_err)?;
+    let ep = open_endpoint(config)?;
     let ctrl = ep.register(ctrl).map_err(fi_err)?;
     let len = data.len();
     let data = if len == 0 {
