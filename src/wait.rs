@@ -93,7 +93,7 @@ pub(crate) fn until(
             // polling speed, and a yield every few rounds still lets the other ranks of a
             // crowded node run.
             polls += 1;
-            if polls % YIELD_EVERY == 0 {
+            if polls.is_multiple_of(YIELD_EVERY) {
                 std::thread::yield_now();
             }
             if checked.elapsed() >= NAP {

@@ -5,44 +5,19 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use onesided_shm::process::{SIGKILL, SIGTERM, kill, pid_alive};
 
-const EXAMPLES: &[&str] = &["boot_allgather", "boot_echo", "boot_fail", "boot_badsecret"];
+/// The harness of the multi-process tests, for building the examples.
+#[allow(dead_code)]
+#[path = "ranks/harness.rs"]
+mod harness;
 
-/// Path of example `name`, built with the profile and target directory of this test.
+/// Path of example `name` (built once by the shared harness).
 fn example(name: &str) -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let profile_dir = Path::new(env!("CARGO_BIN_EXE_onesided"))
-            .parent()
-            .expect("profile directory");
-        let target_dir = profile_dir.parent().expect("target directory");
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => "dev",
-            Some(other) => other,
-        };
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args(["build", "--quiet", "--profile", profile, "--manifest-path"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(target_dir);
-        for ex in EXAMPLES {
-            cargo.args(["--example", ex]);
-        }
-        let out = cargo.output().expect("running cargo build");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "building the examples failed:\n{stderr}"
-        );
-        profile_dir.join("examples")
-    });
-    dir.join(name)
+    harness::example_exe(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 struct Outcome {

@@ -11,21 +11,22 @@
 //! the crate was built without libfabric, the test prints `netns: skipped: <reason>` to stderr
 //! and passes, unless `ONESIDED_REQUIRE_NETNS=1`, which makes it fail instead.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{OnceLock, mpsc};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use onesided_shm::process::{SIGTERM, kill, pid_alive};
 
-/// Every job is killed, and its test failed, after this long.
-const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+/// The harness of the multi-process tests: running jobs with a time limit, building examples.
+#[allow(dead_code)]
+#[path = "ranks/harness.rs"]
+mod harness;
+
 /// How long a new veth may take to become operational.
 const LINK_TIMEOUT: Duration = Duration::from_secs(10);
-/// Examples the tests run as ranks.
-const EXAMPLES: &[&str] = &["stencil", "put_volume"];
 /// Environment variables of a surrounding job or transport choice that must not reach the tests'
 /// jobs (`ONESIDED_FABRIC_PROVIDER` would override `FI_PROVIDER`).
 const FOREIGN_VARS: &[&str] = &[
@@ -39,43 +40,9 @@ const FOREIGN_VARS: &[&str] = &[
     "ONESIDED_FABRIC_PROVIDER",
 ];
 
-/// Path of example `name`, all of [`EXAMPLES`] built once with this test's profile and target
-/// directory.
+/// Path of example `name` (built once by the shared harness).
 fn example(name: &str) -> PathBuf {
-    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let profile_dir = Path::new(env!("CARGO_BIN_EXE_onesided"))
-            .parent()
-            .ok_or("no profile directory")?;
-        let target_dir = profile_dir.parent().ok_or("no target directory")?;
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => "dev",
-            Some(other) => other,
-        };
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args(["build", "--quiet", "--profile", profile, "--manifest-path"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(target_dir);
-        for ex in EXAMPLES {
-            cargo.args(["--example", ex]);
-        }
-        let out = cargo
-            .output()
-            .map_err(|e| format!("running cargo build: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "building the examples failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(profile_dir.join("examples"))
-    });
-    match dir {
-        Ok(dir) => dir.join(name),
-        Err(e) => panic!("{e}"),
-    }
+    harness::example_exe(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Runs `ip ARGS`; `Err` with the command and its stderr when it cannot start or fails.
@@ -274,64 +241,10 @@ fn two_hosts(tag: char, fabric: bool) -> Option<TwoHosts> {
     None
 }
 
-/// What a finished job did.
-struct Outcome {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Outcome {
-    fn describe(&self) -> String {
-        format!(
-            "{}\n--- stdout\n{}--- stderr\n{}---",
-            self.status, self.stdout, self.stderr
-        )
-    }
-}
-
 /// Runs `cmd` to completion with its output captured, killing it and failing the test after
-/// [`JOB_TIMEOUT`] (its ranks die with the launcher).
-fn run(mut cmd: Command) -> Outcome {
-    let start = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
-    let drain = |mut from: Box<dyn Read + Send>| {
-        thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = from.read_to_end(&mut bytes);
-            String::from_utf8_lossy(&bytes).into_owned()
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
-    let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for the launcher") {
-            break status;
-        }
-        if start.elapsed() > JOB_TIMEOUT {
-            timed_out = true;
-            let _ = child.kill();
-            break child.wait().expect("waiting for the killed launcher");
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
-    let outcome = Outcome {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-    };
-    assert!(
-        !timed_out,
-        "killed after {JOB_TIMEOUT:?}: {}",
-        outcome.describe()
-    );
-    outcome
+/// the harness's job time limit (its ranks die with the launcher).
+fn run(cmd: Command) -> harness::Outcome {
+    harness::run(cmd, harness::JOB_TIMEOUT).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The fence stencil on 4 ranks, 2 in each namespace: the window spans both nodes, so the
@@ -467,7 +380,7 @@ fn wrapped_ranks_are_the_launchers_children() {
     let mut pids = Vec::new();
     for _ in 0..2 {
         let line = reported
-            .recv_timeout(JOB_TIMEOUT)
+            .recv_timeout(harness::JOB_TIMEOUT)
             .expect("a rank reporting its pid");
         let (rank, pid) = line
             .strip_prefix('[')

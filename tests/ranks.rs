@@ -505,7 +505,7 @@ fn check_killed(
 
 /// `examples/stencil.rs` with `n` ranks (or run directly) must print `stencil: ok` once.
 fn run_stencil(over: &Over, n: Option<usize>) -> Result<(), Failed> {
-    let exe = harness::stencil_exe()?;
+    let exe = harness::example_exe("stencil")?;
     let mut cmd = match n {
         Some(n) => harness::launcher(n, &[], &exe),
         None => harness::direct(&exe),

@@ -182,37 +182,34 @@ impl Endpoint {
         key: u64,
         keep_waiting: &dyn Fn() -> bool,
     ) -> Result<(), FiError> {
-        let size = dtype.size();
-        let b = self.bounce.mem();
-        let bad = |_| FiError::new("atomic operand", -(sys::FI_EINVAL as i64));
-        if operand.len() < size || result.len() < size {
-            return Err(FiError::new(
-                "fi_fetch_atomic buffers",
-                -(sys::FI_EINVAL as i64),
-            ));
-        }
-        b.write(OPERAND, &operand[..size]).map_err(bad)?;
-        let desc = self.bounce_desc();
-        // SAFETY: the endpoint is open; operand and result lie in the registered bounce buffer,
-        // which is not reused before completion (waited for below).
-        self.post("fi_fetch_atomic", || unsafe {
-            sys::fi_fetch_atomic(
-                self.core.ep,
-                (b.addr() + OPERAND) as *const libc::c_void,
-                1,
-                desc,
-                (b.addr() + RESULT) as *mut libc::c_void,
-                desc,
-                peer.0,
-                addr,
-                key,
-                dtype.raw(),
-                op.raw(),
-                ptr::null_mut(),
-            )
-        })?;
-        self.complete(keep_waiting)?;
-        b.read(RESULT, &mut result[..size]).map_err(bad)
+        let inputs = [(OPERAND, operand)];
+        self.bounced(
+            "fi_fetch_atomic",
+            dtype,
+            &inputs,
+            result,
+            keep_waiting,
+            |b, desc| {
+                // SAFETY: the endpoint is open; operand and result lie in the registered bounce
+                // buffer, which is not reused before completion (`bounced` waits for it).
+                unsafe {
+                    sys::fi_fetch_atomic(
+                        self.core.ep,
+                        (b + OPERAND) as *const libc::c_void,
+                        1,
+                        desc,
+                        (b + RESULT) as *mut libc::c_void,
+                        desc,
+                        peer.0,
+                        addr,
+                        key,
+                        dtype.raw(),
+                        op.raw(),
+                        ptr::null_mut(),
+                    )
+                }
+            },
+        )
     }
 
     /// Compare-and-swap one `dtype` element at `addr`: stores `swap` if it equals `compare`;
@@ -229,39 +226,61 @@ impl Endpoint {
         key: u64,
         keep_waiting: &dyn Fn() -> bool,
     ) -> Result<(), FiError> {
+        let inputs = [(OPERAND, swap), (COMPARE, compare)];
+        self.bounced(
+            "fi_compare_atomic",
+            dtype,
+            &inputs,
+            result,
+            keep_waiting,
+            |b, desc| {
+                // SAFETY: the endpoint is open; swap, compare and result lie in the registered
+                // bounce buffer, which is not reused before completion (`bounced` waits for it).
+                unsafe {
+                    sys::fi_compare_atomic(
+                        self.core.ep,
+                        (b + OPERAND) as *const libc::c_void,
+                        1,
+                        desc,
+                        (b + COMPARE) as *const libc::c_void,
+                        desc,
+                        (b + RESULT) as *mut libc::c_void,
+                        desc,
+                        peer.0,
+                        addr,
+                        key,
+                        dtype.raw(),
+                        AtomicOp::Cswap.raw(),
+                        ptr::null_mut(),
+                    )
+                }
+            },
+        )
+    }
+
+    /// One fetching atomic through the bounce buffer: copy each `(offset, bytes)` input there,
+    /// issue `call(bounce address, descriptor)`, wait for completion, copy the old value out.
+    fn bounced(
+        &self,
+        op: &str,
+        dtype: Datatype,
+        inputs: &[(usize, &[u8])],
+        result: &mut [u8],
+        keep_waiting: &dyn Fn() -> bool,
+        mut call: impl FnMut(usize, *mut libc::c_void) -> isize,
+    ) -> Result<(), FiError> {
         let size = dtype.size();
-        if compare.len() < size || swap.len() < size || result.len() < size {
-            return Err(FiError::new(
-                "fi_compare_atomic buffers",
-                -(sys::FI_EINVAL as i64),
-            ));
+        let invalid = || FiError::new(op, -(sys::FI_EINVAL as i64));
+        if result.len() < size || inputs.iter().any(|(_, v)| v.len() < size) {
+            return Err(invalid());
         }
         let b = self.bounce.mem();
-        let bad = |_| FiError::new("atomic operand", -(sys::FI_EINVAL as i64));
-        b.write(OPERAND, &swap[..size]).map_err(bad)?;
-        b.write(COMPARE, &compare[..size]).map_err(bad)?;
+        for (at, v) in inputs {
+            b.write(*at, &v[..size]).map_err(|_| invalid())?;
+        }
         let desc = self.bounce_desc();
-        // SAFETY: the endpoint is open; swap, compare and result lie in the registered bounce
-        // buffer, which is not reused before completion (waited for below).
-        self.post("fi_compare_atomic", || unsafe {
-            sys::fi_compare_atomic(
-                self.core.ep,
-                (b.addr() + OPERAND) as *const libc::c_void,
-                1,
-                desc,
-                (b.addr() + COMPARE) as *const libc::c_void,
-                desc,
-                (b.addr() + RESULT) as *mut libc::c_void,
-                desc,
-                peer.0,
-                addr,
-                key,
-                dtype.raw(),
-                AtomicOp::Cswap.raw(),
-                ptr::null_mut(),
-            )
-        })?;
+        self.post(op, || call(b.addr(), desc))?;
         self.complete(keep_waiting)?;
-        b.read(RESULT, &mut result[..size]).map_err(bad)
+        b.read(RESULT, &mut result[..size]).map_err(|_| invalid())
     }
 }

@@ -141,43 +141,40 @@ pub fn no_leftovers(out: &Outcome) -> Result<(), String> {
     }
 }
 
-/// The `stencil` example, built once with this test's profile (`cargo test --test ranks` does
-/// not build examples by itself; if it is up to date this costs one quick cargo call).
-pub fn stencil_exe() -> Result<PathBuf, String> {
-    static EXE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    EXE.get_or_init(|| {
+/// Path of example `name`. Every example of the package is built once per test binary with the
+/// test's profile and target directory (`cargo test` does not build examples by itself; when
+/// they are up to date this costs one quick cargo call).
+pub fn example_exe(name: &str) -> Result<PathBuf, String> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
         let profile_dir = Path::new(env!("CARGO_BIN_EXE_onesided"))
             .parent()
             .ok_or("no profile directory")?;
+        let target_dir = profile_dir.parent().ok_or("no target directory")?;
         let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
             Some("debug") | None => "dev",
             Some(other) => other,
         };
         let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--quiet",
-                "--example",
-                "stencil",
-                "--profile",
-                profile,
-            ])
+            .args(["build", "--quiet", "--examples", "--profile", profile])
             .arg("--manifest-path")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(target_dir)
             .output()
             .map_err(|e| format!("running cargo build: {e}"))?;
         if !out.status.success() {
             return Err(format!(
-                "cargo build --example stencil failed:\n{}",
+                "cargo build --examples failed:\n{}",
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        let exe = profile_dir.join("examples").join("stencil");
-        if exe.exists() {
-            Ok(exe)
-        } else {
-            Err(format!("{} missing after the build", exe.display()))
-        }
-    })
-    .clone()
+        Ok(profile_dir.join("examples"))
+    });
+    let exe = dir.as_ref().map_err(Clone::clone)?.join(name);
+    if exe.exists() {
+        Ok(exe)
+    } else {
+        Err(format!("{} missing after the build", exe.display()))
+    }
 }
