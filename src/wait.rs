@@ -47,10 +47,23 @@ impl Backoff {
     }
 }
 
+/// Whether the process `pid` is known to be gone (0: on another node, cannot be watched).
+pub(crate) fn pid_gone(pid: u32) -> bool {
+    pid != 0 && !onesided_shm::process::pid_alive(pid)
+}
+
 /// Ranks whose process is gone, among `pids` (indexed by rank; 0 where the process is on
 /// another node and cannot be watched from here).
 pub(crate) fn gone(pids: &[u32]) -> impl Iterator<Item = usize> + '_ {
-    (0..pids.len()).filter(|&r| pids[r] != 0 && !onesided_shm::process::pid_alive(pids[r]))
+    (0..pids.len()).filter(|&r| pid_gone(pids[r]))
+}
+
+/// MPI_ERR_PROC_FAILED naming the first rank of `pids` that is gone, if any is.
+pub(crate) fn all_alive(pids: &[u32]) -> Result<()> {
+    match gone(pids).next() {
+        Some(r) => Err(failed(r, pids)),
+        None => Ok(()),
+    }
 }
 
 /// MPI_ERR_PROC_FAILED naming `rank`.

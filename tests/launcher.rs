@@ -8,7 +8,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use onesided_shm::process::{SIGKILL, SIGTERM, kill, pid_alive};
+use onesided_shm::process::{SIGKILL, SIGTERM, kill};
 
 /// The harness of the multi-process tests, for building the examples.
 #[allow(dead_code)]
@@ -276,18 +276,9 @@ fn signal_launcher(sig: i32) -> (Option<ExitStatus>, Vec<u32>) {
     (status, pids)
 }
 
-/// Whether `pid` is gone (or a zombie nobody reaped).
-fn gone(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat
-        .rsplit_once(')')
-        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-    !pid_alive(pid) || zombie
-}
-
 fn wait_gone(pids: &[u32]) {
     let start = Instant::now();
-    while !pids.iter().all(|&p| gone(p)) {
+    while !pids.iter().all(|&p| harness::gone(p)) {
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "ranks {pids:?} survive"

@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use onesided_shm::process::{SIGTERM, kill, pid_alive};
+use onesided_shm::process::{SIGTERM, kill};
 
 /// The harness of the multi-process tests: running jobs with a time limit, building examples.
 #[allow(dead_code)]
@@ -27,18 +27,9 @@ mod harness;
 
 /// How long a new veth may take to become operational.
 const LINK_TIMEOUT: Duration = Duration::from_secs(10);
-/// Environment variables of a surrounding job or transport choice that must not reach the tests'
-/// jobs (`ONESIDED_FABRIC_PROVIDER` would override `FI_PROVIDER`).
-const FOREIGN_VARS: &[&str] = &[
-    "ONESIDED_RANK",
-    "ONESIDED_SIZE",
-    "ONESIDED_BOOT",
-    "ONESIDED_SECRET",
-    "ONESIDED_JOB",
-    "ONESIDED_NODE",
-    "ONESIDED_TRANSPORT",
-    "ONESIDED_FABRIC_PROVIDER",
-];
+/// Transport choices of the surrounding environment that must not reach the tests' jobs, beside
+/// the bootstrap's variables (`ONESIDED_FABRIC_PROVIDER` would override `FI_PROVIDER`).
+const TRANSPORT_VARS: &[&str] = &["ONESIDED_TRANSPORT", "ONESIDED_FABRIC_PROVIDER"];
 
 /// Path of example `name` (built once by the shared harness).
 fn example(name: &str) -> PathBuf {
@@ -203,7 +194,7 @@ impl TwoHosts {
             .arg(program)
             .args(args)
             .env("FI_PROVIDER", "tcp");
-        for var in FOREIGN_VARS {
+        for var in harness::BOOT_VARS.iter().chain(TRANSPORT_VARS) {
             cmd.env_remove(var);
         }
         cmd
@@ -325,15 +316,6 @@ fn parent_of(pid: u32) -> u32 {
         .unwrap_or_else(|| panic!("no parent pid in /proc/{pid}/stat: {stat:?}"))
 }
 
-/// Whether `pid` is gone (or a zombie nobody reaped).
-fn gone(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat
-        .rsplit_once(')')
-        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-    !pid_alive(pid) || zombie
-}
-
 /// A running launcher, killed if the test fails while it runs.
 struct Launcher(Child);
 
@@ -412,7 +394,7 @@ fn wrapped_ranks_are_the_launchers_children() {
     };
     assert_eq!(status.code(), Some(128 + SIGTERM), "launcher after SIGTERM");
     assert!(
-        pids.iter().all(|&p| gone(p)),
+        pids.iter().all(|&p| harness::gone(p)),
         "ranks {pids:?} survive the launcher"
     );
 }

@@ -2,7 +2,7 @@
 //! progress thread, and remote completion by counter (the operations are in `ops.rs`).
 
 use crate::core::Core;
-use crate::domain::{AtomicKind, AtomicOp, Datatype, Domain};
+use crate::domain::Domain;
 use crate::error::{FiError, check};
 use crate::info::MrMode;
 use crate::region::{Access, Region, RegionKey};
@@ -317,11 +317,6 @@ impl Endpoint {
     pub fn progress(&self) {
         self.core.touch();
         self.core.poll();
-    }
-
-    /// Whether `op` on `dtype` runs natively for the `kind` of call on this provider.
-    pub fn atomic_native(&self, dtype: Datatype, op: AtomicOp, kind: AtomicKind) -> bool {
-        self.core.domain.atomic_native(dtype, op, kind)
     }
 }
 

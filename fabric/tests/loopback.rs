@@ -36,64 +36,42 @@ fn run(provider: &str, mr_mode: MrMode) {
         .unwrap();
     assert_eq!(got, big);
 
-    let mut old = [0u8; 8];
-    for _ in 0..100 {
+    let fetch = |op: AtomicOp, v: u64, at: u64| {
+        let mut old = [0u8; 8];
         a.fetch_atomic(
             Datatype::U64,
-            AtomicOp::Sum,
-            &3u64.to_le_bytes(),
+            op,
+            &v.to_le_bytes(),
             &mut old,
             peer,
-            key.base,
+            key.base + at,
             rkey,
             &live,
         )
         .unwrap();
+        u64::from_le_bytes(old)
+    };
+    let cas = |compare: u64, swap: u64| {
+        let mut old = [0u8; 8];
+        let (c, s) = (compare.to_le_bytes(), swap.to_le_bytes());
+        a.compare_swap(Datatype::U64, &c, &s, &mut old, peer, key.base, rkey, &live)
+            .unwrap();
+        u64::from_le_bytes(old)
+    };
+    for i in 0..100 {
+        assert_eq!(fetch(AtomicOp::Sum, 3, 0), 3 * i);
     }
-    a.fetch_atomic(
-        Datatype::U64,
-        AtomicOp::Read,
-        &[0; 8],
-        &mut old,
-        peer,
-        key.base,
-        rkey,
-        &live,
-    )
-    .unwrap();
-    assert_eq!(u64::from_le_bytes(old), 300);
-    a.compare_swap(
-        Datatype::U64,
-        &300u64.to_le_bytes(),
-        &9u64.to_le_bytes(),
-        &mut old,
-        peer,
-        key.base,
-        rkey,
-        &live,
-    )
-    .unwrap();
-    assert_eq!(u64::from_le_bytes(old), 300);
-    a.compare_swap(
-        Datatype::U64,
-        &300u64.to_le_bytes(),
-        &11u64.to_le_bytes(),
-        &mut old,
-        peer,
-        key.base,
-        rkey,
-        &live,
-    )
-    .unwrap();
-    assert_eq!(u64::from_le_bytes(old), 9);
-    assert_eq!(
-        region
-            .mem()
-            .atomic_u64(0)
-            .unwrap()
-            .load(std::sync::atomic::Ordering::SeqCst),
-        9
-    );
+    assert_eq!(fetch(AtomicOp::Read, 0, 0), 300);
+    assert_eq!(cas(300, 9), 300);
+    assert_eq!(cas(300, 11), 9);
+    for i in 0..5 {
+        assert_eq!(fetch(AtomicOp::Sum, 1, 64), i, "fetch-add at offset 64");
+    }
+    let word = |at: usize| {
+        let w = region.mem().atomic_u64(at).unwrap();
+        w.load(std::sync::atomic::Ordering::SeqCst)
+    };
+    assert_eq!((word(0), word(64)), (9, 5), "words at offsets 0 and 64");
 }
 
 #[test]

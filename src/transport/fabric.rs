@@ -13,7 +13,7 @@ use super::{AccOp, Accumulate, Amo, Caps, Space, Transport};
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
-use crate::protocol::reduce::{Elem, Op, combine};
+use crate::protocol::reduce::{Elem, Op};
 use crate::world::Comm;
 use onesided_fabric as fi;
 use onesided_shm::Mem;
@@ -163,15 +163,17 @@ fn atomic_op(op: Op) -> fi::AtomicOp {
 /// were split between NIC and emulation would not be atomic with itself (MPICH decides the
 /// same way, per window).
 fn native_mask(ep: &fi::Endpoint) -> u64 {
+    let domain = ep.domain();
     let native = |e: Elem| {
         let dt = datatype(e);
         let ops = Op::ALL.iter().filter(|op| op.check(e).is_ok());
         let all = ops.into_iter().all(|&op| {
             let fop = atomic_op(op);
-            let plain = op == Op::NoOp || ep.atomic_native(dt, fop, fi::AtomicKind::Plain);
-            plain && ep.atomic_native(dt, fop, fi::AtomicKind::Fetch)
+            let plain = op == Op::NoOp || domain.atomic_native(dt, fop, fi::AtomicKind::Plain);
+            plain && domain.atomic_native(dt, fop, fi::AtomicKind::Fetch)
         });
-        all && (e.is_float() || ep.atomic_native(dt, fi::AtomicOp::Cswap, fi::AtomicKind::Compare))
+        all && (e.is_float()
+            || domain.atomic_native(dt, fi::AtomicOp::Cswap, fi::AtomicKind::Compare))
     };
     Elem::ALL
         .iter()
@@ -284,7 +286,7 @@ impl<'a> FabricTransport<'a> {
                 };
                 Ok(Target {
                     peer: ep.insert(&k.name).map_err(fi_err)?,
-                    ctrl: remote(&k.ctrl, crate::protocol::layout::CTRL_BLOCK)?,
+                    ctrl: remote(&k.ctrl, layout::CTRL_BLOCK)?,
                     data: remote(&k.data, k.len)?,
                 })
             })
@@ -296,7 +298,6 @@ impl<'a> FabricTransport<'a> {
                 load_store: false,
                 needs_target_progress: true,
                 wakes_sleepers: false,
-                data_atomics: true,
             },
             targets,
             pids,
@@ -345,9 +346,7 @@ impl<'a> FabricTransport<'a> {
     /// can tell): a rank that finished and exited is no reason to fail a wait on others.
     fn alive(&self) -> bool {
         let pending = self.pending.borrow();
-        !pending
-            .iter()
-            .any(|&r| crate::wait::gone(&self.pids[r..=r]).next().is_some())
+        !pending.iter().any(|&r| crate::wait::pid_gone(self.pids[r]))
     }
 
     /// Note an operation to `target`, until the next completion of everything.
@@ -406,10 +405,7 @@ impl<'a> FabricTransport<'a> {
         let size = acc.elem.size();
         self.at(target, Space::Data, offset, size)?;
         let lock = |op| self.amo(target, Space::Control, layout::ACC_LOCK, op);
-        let watch = || match crate::wait::gone(&self.pids).next() {
-            Some(r) => Err(crate::wait::failed(r, &self.pids)),
-            None => Ok(()),
-        };
+        let watch = || crate::wait::all_alive(&self.pids);
         crate::wait::retry(&watch, || {
             Ok((lock(Amo::CompareSwap {
                 compare: 0,
@@ -421,16 +417,7 @@ impl<'a> FabricTransport<'a> {
             let mut old = [0u8; 8];
             self.get(target, Space::Data, offset, &mut old[..size])?;
             let old = u64::from_le_bytes(old);
-            let new = match acc.op {
-                AccOp::Apply(op) => combine(acc.elem, op, old, acc.operand),
-                AccOp::CompareSwap { compare } => {
-                    if old == compare {
-                        acc.operand
-                    } else {
-                        old
-                    }
-                }
-            };
+            let new = acc.next(old);
             if new != old {
                 self.put(target, Space::Data, offset, &new.to_le_bytes()[..size])?;
                 self.flush(target)?;

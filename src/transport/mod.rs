@@ -29,7 +29,7 @@ pub mod shm;
 
 use crate::error::Result;
 pub use crate::protocol::lockword::Amo;
-use crate::protocol::reduce::{Elem, Op};
+use crate::protocol::reduce::{Elem, Op, combine};
 
 /// What one element's atomic read-modify-write does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,17 @@ pub struct Accumulate {
     pub op: AccOp,
     /// The origin value's bits, in the low bytes.
     pub operand: u64,
+}
+
+impl Accumulate {
+    /// The value an element holding `old` takes (the software path of every transport).
+    pub fn next(&self, old: u64) -> u64 {
+        match self.op {
+            AccOp::Apply(op) => combine(self.elem, op, old, self.operand),
+            AccOp::CompareSwap { compare } if old == compare => self.operand,
+            AccOp::CompareSwap { .. } => old,
+        }
+    }
 }
 
 /// Which memory of a target an operation addresses.
@@ -71,8 +82,6 @@ pub struct Caps {
     pub needs_target_progress: bool,
     /// Control-space atomics wake a target asleep on its doorbell, so waiters may sleep.
     pub wakes_sleepers: bool,
-    /// 64-bit atomics on window memory are native (else emulated by the window layer).
-    pub data_atomics: bool,
 }
 
 /// A serialized description of one rank's exposed memory, meaningful to one transport.

@@ -10,7 +10,7 @@ use super::{AccOp, Accumulate, Amo, Caps, RemoteKey, Space, Transport};
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
-use crate::protocol::reduce::{Op, combine};
+use crate::protocol::reduce::Op;
 use onesided_shm::cma::{CmaError, RemoteMem};
 use onesided_shm::{Mem, Segment, futex};
 use std::sync::Arc;
@@ -92,7 +92,6 @@ const CAPS: Caps = Caps {
     load_store: true,
     needs_target_progress: false,
     wakes_sleepers: true,
-    data_atomics: true,
 };
 
 fn cma_err(e: CmaError) -> Error {
@@ -195,13 +194,6 @@ fn apply(word: &std::sync::atomic::AtomicU64, op: Amo) -> u64 {
 /// One element's read-modify-write with CPU atomics: a single instruction for integer sums,
 /// replacement and reads; a compare-and-swap loop otherwise. Returns the old bits.
 fn rmw(mem: &Mem<'_>, offset: usize, acc: Accumulate) -> Result<u64> {
-    let next = |old: u64| match acc.op {
-        AccOp::Apply(op) => combine(acc.elem, op, old, acc.operand),
-        AccOp::CompareSwap { compare } => match old == compare {
-            true => acc.operand,
-            false => old,
-        },
-    };
     let sum = matches!(acc.op, AccOp::Apply(Op::Sum)) && !acc.elem.is_float();
     macro_rules! word {
         ($w:expr, $t:ty) => {{
@@ -216,7 +208,7 @@ fn rmw(mem: &Mem<'_>, offset: usize, acc: Accumulate) -> Result<u64> {
                     .unwrap_or_else(|old| old),
                 _ => w
                     .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
-                        Some(next(old as u64) as $t)
+                        Some(acc.next(old as u64) as $t)
                     })
                     .unwrap_or_else(|old| old),
             } as u64)

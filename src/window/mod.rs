@@ -112,11 +112,10 @@ impl<'a> Window<'a> {
         self.by(self.atomics)
     }
 
-    /// Every transport the window uses, for calls that concern all targets.
-    fn transports(&self) -> Vec<&dyn Transport> {
-        let mut all: Vec<&dyn Transport> = vec![&self.shm];
-        all.extend(self.net.as_deref());
-        all
+    /// Every transport the window uses, for calls that concern all targets (no allocation:
+    /// fence and flush_all call it every time).
+    fn transports(&self) -> impl Iterator<Item = &dyn Transport> {
+        std::iter::once(&self.shm as &dyn Transport).chain(self.net.as_deref())
     }
 
     /// The name of the transport that moves data to `target` ("shm" or "fabric").

@@ -54,10 +54,7 @@ impl Window<'_> {
 
     /// Fails once any rank of the window is gone (for waits on locks, which any rank may hold).
     fn watch_all(&self) -> Result<()> {
-        match wait::gone(&self.pids).next() {
-            Some(r) => Err(wait::failed(r, &self.pids)),
-            None => Ok(()),
-        }
+        wait::all_alive(&self.pids)
     }
 
     /// Collective fence: completes every RMA call of the epoch it closes, at origin and target,
@@ -72,7 +69,7 @@ impl Window<'_> {
             assert.contains(Assert::NOSUCCEED),
         )?;
         if plan.complete_ops {
-            self.transports().iter().try_for_each(|t| t.flush_all())?;
+            self.transports().try_for_each(|t| t.flush_all())?;
         }
         self.barrier()
     }
@@ -171,7 +168,7 @@ impl Window<'_> {
     /// # MPI-4.1: 12.5.3 (MPI_WIN_UNLOCK_ALL)
     pub fn unlock_all(&self) -> Result<()> {
         self.epochs.borrow_mut().unlock_all()?;
-        self.transports().iter().try_for_each(|t| t.flush_all())?;
+        self.transports().try_for_each(|t| t.flush_all())?;
         (0..self.comm.size()).try_for_each(|t| self.release_lock(LockType::Shared, t))
     }
 
@@ -199,7 +196,7 @@ impl Window<'_> {
     /// Complete every RMA call at origin and targets. # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH_ALL)
     pub fn flush_all(&self) -> Result<()> {
         self.epochs.borrow().flush_all()?;
-        self.transports().iter().try_for_each(|t| t.flush_all())
+        self.transports().try_for_each(|t| t.flush_all())
     }
 
     /// Complete every RMA call to `target` at the origin: its buffers may be reused.
@@ -215,9 +212,7 @@ impl Window<'_> {
     /// Complete every RMA call at the origin. # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH_LOCAL_ALL)
     pub fn flush_local_all(&self) -> Result<()> {
         self.epochs.borrow().flush_all()?;
-        self.transports()
-            .iter()
-            .try_for_each(|t| t.flush_local_all())
+        self.transports().try_for_each(|t| t.flush_local_all())
     }
 
     /// Synchronize the private and public copies of this rank's window memory (a full memory

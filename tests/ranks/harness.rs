@@ -13,7 +13,7 @@ pub const JOB_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Environment variables of the bootstrap, which a program run without the launcher must not
 /// inherit from whoever ran the tests.
-const BOOT_VARS: &[&str] = &[
+pub const BOOT_VARS: &[&str] = &[
     "ONESIDED_RANK",
     "ONESIDED_SIZE",
     "ONESIDED_BOOT",
@@ -21,6 +21,16 @@ const BOOT_VARS: &[&str] = &[
     "ONESIDED_JOB",
     "ONESIDED_NODE",
 ];
+
+/// Whether `pid` is gone (or a zombie nobody reaped). Used by the launcher and netns tests.
+#[allow(dead_code)]
+pub fn gone(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let zombie = stat
+        .rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+    !onesided_shm::process::pid_alive(pid) || zombie
+}
 
 /// What a finished job did.
 pub struct Outcome {
