@@ -1,8 +1,12 @@
-//! Passes on whether `onesided-fabric` found libfabric: cfg `have_libfabric` compiles the
-//! fabric transport in.
+//! Passes on whether `onesided-fabric` found libfabric (cfg `have_libfabric` compiles the fabric
+//! transport in) and whether `onesided-pmix` found libpmix (cfg `have_pmix`: PMIx wire-up).
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(have_libfabric)");
+    println!("cargo::rustc-check-cfg=cfg(have_pmix)");
+    if std::env::var("DEP_PMIX_VERSION").is_ok_and(|v| !v.is_empty()) {
+        println!("cargo::rustc-cfg=have_pmix");
+    }
     if std::env::var("DEP_FABRIC_VERSION").is_ok_and(|v| !v.is_empty()) {
         println!("cargo::rustc-cfg=have_libfabric");
     }

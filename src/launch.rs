@@ -193,7 +193,7 @@ pub fn run_on(job: &Job, hosts: &Hosts) -> Result<i32> {
         ));
     }
     check_hosts(job, hosts)?;
-    if let Err(e) = cleanup::remove_stale_segments() {
+    if let Err(e) = cleanup::remove_stale_segments().and(cleanup::remove_dead_fabric_segments()) {
         eprintln!("onesided run: warning: removing stale shared-memory segments: {e}");
     }
     let (secret, job_id) = fresh_identity()?;
@@ -238,18 +238,12 @@ fn check_hosts(job: &Job, hosts: &Hosts) -> Result<()> {
 
 /// A fresh random secret and job id `<pid>-<8 hex digits>`.
 fn fresh_identity() -> Result<(Secret, String)> {
-    let mut random = [0u8; boot::SECRET_LEN + 4];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut random))
-        .map_err(|e| Error::os("reading /dev/urandom", e))?;
-    let mut secret = [0u8; boot::SECRET_LEN];
-    secret.copy_from_slice(&random[..boot::SECRET_LEN]);
-    let job_id = format!(
-        "{}-{}",
-        std::process::id(),
-        boot::to_hex(&random[boot::SECRET_LEN..])
-    );
-    Ok((secret, job_id))
+    let secret = boot::random::<{ boot::SECRET_LEN }>()?;
+    let tag = boot::random::<4>()?;
+    Ok((
+        secret,
+        format!("{}-{}", std::process::id(), boot::to_hex(&tag)),
+    ))
 }
 
 /// One started rank.

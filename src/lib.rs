@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod boot;
+pub mod config;
 pub mod error;
 pub mod group;
 pub mod info;
@@ -13,9 +14,13 @@ pub mod window;
 pub mod world;
 
 mod codec;
+mod liveness;
+mod mesh;
+mod pm;
 mod wait;
 
 pub use bytemuck::Pod;
+pub use config::{Atomics, Config, MrMode, ProcessManager, TransportChoice};
 pub use error::{Error, ErrorClass, Result};
 pub use group::Group;
 pub use info::Info;

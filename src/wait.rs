@@ -7,9 +7,11 @@
 //! MPI_ERR_PROC_FAILED within a bounded time instead of a hang.
 
 use crate::error::{Error, ErrorClass, Result};
+use crate::liveness::Liveness;
 use crate::protocol::layout;
 use crate::transport::Transport;
 use onesided_shm::{Mem, futex};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -49,29 +51,54 @@ impl Backoff {
 
 /// Whether the process `pid` is known to be gone (0: on another node, cannot be watched).
 pub(crate) fn pid_gone(pid: u32) -> bool {
-    pid != 0 && !onesided_shm::process::pid_alive(pid)
+    pid != 0 && !onesided_shm::process::pid_running(pid)
 }
 
-/// Ranks whose process is gone, among `pids` (indexed by rank; 0 where the process is on
-/// another node and cannot be watched from here).
-pub(crate) fn gone(pids: &[u32]) -> impl Iterator<Item = usize> + '_ {
-    (0..pids.len()).filter(|&r| pid_gone(pids[r]))
+/// The ranks a wait may depend on: their process ids where this node can watch them (0 for
+/// ranks on other nodes) and the job's failures, which cover every rank.
+#[derive(Debug, Clone)]
+pub(crate) struct Peers {
+    pids: Vec<u32>,
+    liveness: Arc<Liveness>,
 }
 
-/// MPI_ERR_PROC_FAILED naming the first rank of `pids` that is gone, if any is.
-pub(crate) fn all_alive(pids: &[u32]) -> Result<()> {
-    match gone(pids).next() {
-        Some(r) => Err(failed(r, pids)),
-        None => Ok(()),
+impl Peers {
+    pub(crate) fn new(pids: Vec<u32>, liveness: Arc<Liveness>) -> Peers {
+        Peers { pids, liveness }
     }
-}
 
-/// MPI_ERR_PROC_FAILED naming `rank`.
-pub(crate) fn failed(rank: usize, pids: &[u32]) -> Error {
-    Error::new(
-        ErrorClass::ProcFailed,
-        format!("rank {rank} (pid {}) is gone", pids[rank]),
-    )
+    /// Whether rank `r`'s process is known to be gone from this node.
+    pub(crate) fn gone(&self, r: usize) -> bool {
+        self.pids.get(r).is_some_and(|&pid| pid_gone(pid))
+    }
+
+    /// The ranks whose process is gone from this node.
+    pub(crate) fn all_gone(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.pids.len()).filter(|&r| self.gone(r))
+    }
+
+    /// MPI_ERR_PROC_FAILED once the job has a failure.
+    pub(crate) fn job_alive(&self) -> Result<()> {
+        self.liveness.check()
+    }
+
+    /// MPI_ERR_PROC_FAILED once the job has a failure or a watched process is gone.
+    pub(crate) fn all_alive(&self) -> Result<()> {
+        self.job_alive()?;
+        match self.all_gone().next() {
+            Some(r) => Err(self.failed(r)),
+            None => Ok(()),
+        }
+    }
+
+    /// MPI_ERR_PROC_FAILED naming `rank`.
+    pub(crate) fn failed(&self, rank: usize) -> Error {
+        let pid = self.pids.get(rank).copied().unwrap_or(0);
+        Error::new(
+            ErrorClass::ProcFailed,
+            format!("rank {rank} (pid {pid}) is gone"),
+        )
+    }
 }
 
 /// Wait until the 64-bit word at `offset` of this rank's control block `ctrl` satisfies `done`;
@@ -174,10 +201,16 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        let pids = [std::process::id(), dead];
-        assert_eq!(gone(&pids).collect::<Vec<_>>(), vec![1]);
-        let e = failed(1, &pids);
+        let liveness = Arc::new(Liveness::new());
+        let peers = Peers::new(vec![std::process::id(), dead, 0], liveness.clone());
+        assert_eq!(peers.all_gone().collect::<Vec<_>>(), vec![1]);
+        let e = peers.all_alive().unwrap_err();
         assert_eq!(e.class(), ErrorClass::ProcFailed);
         assert!(e.message().contains("rank 1"), "{e}");
+        let remote = Peers::new(vec![std::process::id(), 0], liveness.clone());
+        assert!(remote.all_alive().is_ok());
+        liveness.fail(Some(1), "lost its connection");
+        let e = remote.all_alive().unwrap_err();
+        assert_eq!(e.message(), "rank 1 failed: lost its connection");
     }
 }

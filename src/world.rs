@@ -7,39 +7,67 @@
 //!
 //! # MPI-4.1: 6.4 (communicators), 7.4.2 (MPI_COMM_SPLIT_TYPE)
 
-use crate::boot::{BootClient, JobEnv};
+use crate::codec::{Dec, Enc};
+use crate::config::Config;
 use crate::error::{Error, ErrorClass, Result};
 use crate::group::Group;
+use crate::liveness::Liveness;
+use crate::mesh::{Identity, Listener, Mesh};
+use crate::pm::{self, WireUp};
 use std::cell::Cell;
 use std::ops::Deref;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-/// What every communicator of this process shares: the job and the node and pid of every rank.
+/// What every communicator of this process shares: the job, its configuration, the node and
+/// pid of every rank, and what is known of failed ranks.
 pub(crate) struct Job {
-    boot: Option<BootClient>,
+    /// The process manager the job was wired up through (none for a world of size 1).
+    pm: Option<Arc<dyn WireUp>>,
+    /// The collective network (none for a world of size 1).
+    mesh: Option<Mesh>,
     /// Job id, unique on this machine; names shared-memory segments.
     pub(crate) id: String,
     /// Node name of every world rank.
     pub(crate) nodes: Vec<String>,
     /// Process id of every world rank.
     pub(crate) pids: Vec<u32>,
+    /// The configuration every rank agreed on.
+    pub(crate) config: Config,
+    /// Failures of the job's ranks.
+    pub(crate) liveness: Arc<Liveness>,
+    /// The cleanup after a failed rank, finished before this process leaves the job.
+    cleanup: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Job")
             .field("id", &self.id)
-            .field("launched", &self.boot.is_some())
+            .field("pm", &self.pm.as_ref().map(|p| p.kind()))
+            .field("config", &self.config)
             .field("nodes", &self.nodes)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 impl Drop for Job {
     fn drop(&mut self) {
-        if let Some(boot) = &self.boot {
-            let _ = boot.finalize();
+        let cleanup = self
+            .cleanup
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(cleanup) = cleanup {
+            let _ = cleanup.join();
+        }
+        if let Some(mesh) = &self.mesh {
+            mesh.finalize();
+        }
+        if let Some(pm) = &self.pm {
+            let _ = pm.finalize();
         }
     }
 }
@@ -50,60 +78,119 @@ pub struct World {
     comm: Comm,
 }
 
+/// This process's node identity: ranks with the same one share memory. The host, its boot, and
+/// its network namespace (ranks in different network namespaces are treated as different
+/// hosts, which is how one machine simulates several); `ONESIDED_NODE` (set by
+/// `onesided run --simulate-nodes`) overrides it.
 fn this_node() -> String {
     if let Ok(node) = std::env::var(crate::boot::ENV_NODE) {
         return node;
     }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    format!("{}/{}", host.trim(), boot.trim())
-}
-
-fn random_hex() -> String {
-    let mut b = [0u8; 4];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut b);
-    }
-    crate::boot::to_hex(&b)
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let netns = std::fs::read_link("/proc/self/ns/net")
+        .map(|l| l.display().to_string())
+        .unwrap_or_default();
+    format!(
+        "{}/{}/{netns}",
+        read("/proc/sys/kernel/hostname").trim(),
+        read("/proc/sys/kernel/random/boot_id").trim()
+    )
 }
 
 impl World {
-    /// Join the job this process was started in, or become a world of size 1.
+    /// Join the job this process was started in, or become a world of size 1, configured by the
+    /// environment ([`Config::from_env`]).
+    ///
+    /// The process manager is detected as [`ProcessManager`](crate::ProcessManager) describes:
+    /// onesided's launcher, PMIx (`srun --mpi=pmix`, `mpirun`), PMI-1 (`mpiexec` of MPICH,
+    /// `srun --mpi=pmi2`), or none. A misspelt setting, or a parallel launch without a usable
+    /// process manager, is an error on every rank.
     ///
     /// # MPI-4.1: 11.2.1 (MPI_INIT)
     pub fn init() -> Result<World> {
+        World::init_with(Config::from_env()?)
+    }
+
+    /// Like [`World::init`], with `config` instead of the environment's. Every rank must pass
+    /// the same transport and fabric settings, else every rank fails naming the differences.
+    pub fn init_with(config: Config) -> Result<World> {
         onesided_shm::process::allow_ptrace_from_any()
             .map_err(|e| Error::os("allowing sibling ranks cross-memory attach", e))?;
         let node = this_node();
         let pid = std::process::id();
-        let Some(env) = JobEnv::from_env()? else {
+        let liveness = Arc::new(Liveness::new());
+        let Some(pm) = pm::join(config.requested_process_manager(), &liveness)? else {
+            let tag = crate::boot::to_hex(&crate::boot::random::<4>()?);
             let job = Job {
-                boot: None,
-                id: format!("{pid}-{}", random_hex()),
+                pm: None,
+                mesh: None,
+                id: format!("{pid}-{tag}"),
                 nodes: vec![node],
                 pids: vec![pid],
+                config,
+                liveness,
+                cleanup: Arc::default(),
             };
             return Ok(World {
                 comm: Comm::new(Arc::new(job), 0, vec![0], 0),
             });
         };
-        let boot = BootClient::connect(&env)?;
-        let mine = crate::codec::Enc::new().u64(pid as u64).str(&node).finish();
-        let all = boot.allgather(0, 0, env.size, env.rank, &mine)?;
-        let mut nodes = Vec::with_capacity(env.size);
-        let mut pids = Vec::with_capacity(env.size);
-        for bytes in &all {
-            let mut d = crate::codec::Dec::new(bytes);
+        let (rank, size, job_id) = (pm.rank(), pm.size(), pm.job_id());
+        // What killed jobs of any process manager left behind (best effort: a segment of a
+        // process that is gone serves nobody).
+        let _ = onesided_shm::cleanup::remove_dead_fabric_segments();
+        let listener = Listener::bind()?;
+        let secret = pm.exchange(&listener.card(&node).encode())?;
+        let id = Identity {
+            rank,
+            size,
+            node: node.clone(),
+            secret,
+        };
+        let directory = Arc::new(pm::Cards::new(Arc::clone(&pm)));
+        let mesh = Mesh::start(listener, id, Arc::clone(&liveness), directory)?;
+        let settings = config.shared_settings();
+        let mine = Enc::new()
+            .u64(pid.into())
+            .str(&node)
+            .str(&settings)
+            .finish();
+        let members: Vec<usize> = (0..size).collect();
+        let all = mesh.allgather(0, 0, &members, rank, &mine)?;
+        let mut nodes = Vec::with_capacity(size);
+        let mut pids = Vec::with_capacity(size);
+        let mut differ = Vec::new();
+        for (r, bytes) in all.iter().enumerate() {
+            let mut d = Dec::new(bytes);
             pids.push(d.u64()? as u32);
             nodes.push(d.str()?);
+            let theirs = d.str()?;
+            if theirs != settings {
+                differ.push(format!("rank {r}: {theirs}"));
+            }
         }
+        if !differ.is_empty() {
+            return Err(Error::new(
+                ErrorClass::Arg,
+                format!(
+                    "the ranks' settings differ (rank {rank}: {settings}; {})",
+                    differ.join("; ")
+                ),
+            ));
+        }
+        let cleanup = Arc::new(Mutex::new(None));
+        liveness.on_failure(remove_leftovers_of(&nodes, &pids, &node, cleanup.clone()));
         let job = Job {
-            boot: Some(boot),
-            id: env.job.clone(),
+            pm: Some(pm),
+            mesh: Some(mesh),
+            id: job_id,
             nodes,
             pids,
+            config,
+            liveness,
+            cleanup,
         };
-        let comm = Comm::new(Arc::new(job), 0, (0..env.size).collect(), env.rank);
+        let comm = Comm::new(Arc::new(job), 0, members, rank);
         comm.inner.seq.set(1);
         Ok(World { comm })
     }
@@ -112,6 +199,48 @@ impl World {
     pub fn comm(&self) -> &Comm {
         &self.comm
     }
+}
+
+/// How long the cleanup after a failure waits for a dead rank's process to be gone: a killed
+/// process closes its connections (which is how peers learn of its death) before it has
+/// finished exiting.
+const EXIT_GRACE: Duration = Duration::from_secs(5);
+
+/// What to do when the job loses a rank: remove the libfabric shm segments that the dead
+/// processes of this node leave in `/dev/shm`, once they are gone, since no process manager but
+/// onesided's own launcher knows of them.
+fn remove_leftovers_of(
+    nodes: &[String],
+    pids: &[u32],
+    here: &str,
+    cleanup: Arc<Mutex<Option<JoinHandle<()>>>>,
+) -> Box<dyn Fn(Option<usize>) + Send + Sync> {
+    let local: Vec<(usize, u32)> = (0..pids.len())
+        .filter(|&r| nodes[r] == here && pids[r] != std::process::id())
+        .map(|r| (r, pids[r]))
+        .collect();
+    Box::new(move |failed| {
+        let suspects: Vec<u32> = local
+            .iter()
+            .filter(|(r, _)| failed.is_none_or(|f| f == *r))
+            .map(|&(_, pid)| pid)
+            .collect();
+        let started = std::thread::Builder::new()
+            .name("onesided-cleanup".into())
+            .spawn(move || {
+                let start = Instant::now();
+                let mut left = suspects;
+                while !left.is_empty() && start.elapsed() < EXIT_GRACE {
+                    let (gone, running): (Vec<u32>, Vec<u32>) = left
+                        .into_iter()
+                        .partition(|&pid| !onesided_shm::process::pid_running(pid));
+                    let _ = onesided_shm::cleanup::remove_fabric_segments(&gone);
+                    left = running;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            });
+        *cleanup.lock().unwrap_or_else(PoisonError::into_inner) = started.ok();
+    })
 }
 
 impl Deref for World {
@@ -210,8 +339,9 @@ impl Comm {
     /// Every rank's `data`, in rank order.
     pub fn allgather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
         let seq = self.next_seq();
-        match &self.inner.job.boot {
-            Some(boot) => boot.allgather(self.inner.id, seq, self.size(), self.rank(), data),
+        let inner = &self.inner;
+        match &inner.job.mesh {
+            Some(mesh) => mesh.allgather(inner.id, seq, &inner.members, inner.rank, data),
             None => Ok(vec![data.to_vec()]),
         }
     }
@@ -233,28 +363,42 @@ impl Comm {
 
     /// Every rank's `ok`: the first failure as an error on every rank, so that all ranks of a
     /// collective call return the same outcome instead of some waiting for the others forever.
+    /// This rank's own error comes first.
     pub(crate) fn agree<T>(&self, what: &str, mine: Result<T>) -> Result<T> {
-        let flag = match &mine {
-            Ok(_) => Vec::new(),
-            Err(e) => crate::codec::Enc::new()
-                .u64(e.class().to_wire())
+        let all = self.agree_gather(what, mine.as_ref().map(|_| &[][..]));
+        let mine = mine?;
+        all.map(|_| mine)
+    }
+
+    /// Allgather of every rank's `data`, or of its error: the data in rank order if every rank
+    /// had some, else the first rank's error on every rank. One round of collective calls for
+    /// what would otherwise be an agreement followed by an allgather.
+    pub(crate) fn agree_gather(
+        &self,
+        what: &str,
+        mine: std::result::Result<&[u8], &Error>,
+    ) -> Result<Vec<Vec<u8>>> {
+        let sent = match mine {
+            Ok(data) => Enc::new().u64(0).bytes(data).finish(),
+            Err(e) => Enc::new()
+                .u64(1 + e.class().to_wire())
                 .str(e.message())
                 .finish(),
         };
-        let all = self.allgather(&flag)?;
-        let mine = mine?;
-        for (rank, bytes) in all.iter().enumerate() {
-            if !bytes.is_empty() {
-                let mut d = crate::codec::Dec::new(bytes);
-                let class = ErrorClass::from_wire(d.u64()?);
-                let msg = d.str()?;
-                return Err(Error::new(
-                    class,
-                    format!("{what} failed on rank {rank}: {msg}"),
-                ));
+        let mut out = Vec::with_capacity(self.size());
+        for (rank, bytes) in self.allgather(&sent)?.iter().enumerate() {
+            let mut d = Dec::new(bytes);
+            match d.u64()? {
+                0 => out.push(d.bytes()?.to_vec()),
+                class => {
+                    return Err(Error::new(
+                        ErrorClass::from_wire(class - 1),
+                        format!("{what} failed on rank {rank}: {}", d.str()?),
+                    ));
+                }
             }
         }
-        Ok(mine)
+        Ok(out)
     }
 
     /// The ranks on this rank's node, as a new communicator ordered by rank.

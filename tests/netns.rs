@@ -5,7 +5,11 @@
 //! Each test makes its own namespaces `a` and `b` (named after the test and this process's pid),
 //! with a veth pair between them, and deletes them when it ends, also on failure. The launcher
 //! runs in `a` with its hub on `a`'s address; `--node-wrap` starts node 0's ranks in `a` and
-//! node 1's ranks in `b`.
+//! node 1's ranks in `b`. The same jobs also run under real launchers, as on a cluster of two
+//! hosts named after the namespaces: Open MPI's `mpirun` and MPICH's hydra `mpiexec` start in
+//! `a` and reach host `b` through a remote-shell agent that enters the namespace instead of
+//! logging in. Ranks in different network namespaces are different nodes to onesided, so their
+//! windows use the fabric over the veth.
 //!
 //! Where namespaces cannot be made (not root, no `ip`, no veth), or a test needs the fabric and
 //! the crate was built without libfabric, the test prints `netns: skipped: <reason>` to stderr
@@ -24,6 +28,15 @@ use onesided_shm::process::{SIGTERM, kill};
 #[allow(dead_code)]
 #[path = "ranks/harness.rs"]
 mod harness;
+/// The process managers of the suite (for what each needs to run here).
+#[allow(dead_code)]
+#[path = "ranks/pm.rs"]
+mod pm;
+#[allow(dead_code)]
+#[path = "cluster/slurm.rs"]
+mod slurm;
+
+use pm::Pm;
 
 /// How long a new veth may take to become operational.
 const LINK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -97,6 +110,8 @@ impl Host {
 struct TwoHosts {
     a: Host,
     b: Host,
+    /// Where the real launchers' agent script and host file are written.
+    dir: PathBuf,
 }
 
 impl TwoHosts {
@@ -110,9 +125,12 @@ impl TwoHosts {
             addr: format!("10.203.0.{last}"),
             made: false,
         };
+        let dir = std::env::temp_dir().join(format!("onesided-netns-{tag}-{pid}"));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("making {}: {e}", dir.display()))?;
         let mut hosts = TwoHosts {
             a: host('a', 1),
             b: host('b', 2),
+            dir,
         };
         for h in [&mut hosts.a, &mut hosts.b] {
             ip(&["netns", "add", &h.netns])?;
@@ -201,8 +219,70 @@ impl TwoHosts {
     }
 }
 
+impl TwoHosts {
+    /// The remote-shell agent of the real launchers, called as ssh would be: `AGENT [OPTIONS]
+    /// HOST COMMAND...`. It runs COMMAND in the namespace named HOST, with `FI_TCP_IFACE`
+    /// naming that namespace's veth.
+    fn agent(&self) -> PathBuf {
+        let path = self.dir.join("agent");
+        let script = format!(
+            "#!/bin/sh\n\
+             while [ \"${{1#-}}\" != \"$1\" ]; do shift; done\n\
+             host=$1; shift\n\
+             case $host in\n\
+             {a}) iface={va} ;;\n\
+             {b}) iface={vb} ;;\n\
+             *) echo \"agent: unknown host $host\" >&2; exit 1 ;;\n\
+             esac\n\
+             exec ip netns exec \"$host\" env FI_TCP_IFACE=$iface sh -c \"$*\"\n",
+            a = self.a.netns,
+            b = self.b.netns,
+            va = self.a.veth,
+            vb = self.b.veth,
+        );
+        std::fs::write(&path, script).expect("writing the agent script");
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&path, mode).expect("making the agent executable");
+        path
+    }
+
+    /// The real launcher `pm` (mpirun or mpiexec), started in `a`, placing `per_host` ranks of
+    /// `program` on host `a` and as many on host `b`, with `FI_PROVIDER=tcp`.
+    fn real_launcher(&self, pm: Pm, per_host: usize, program: &Path, args: &[&str]) -> Command {
+        let agent = self.agent();
+        let n = (2 * per_host).to_string();
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.a.netns]);
+        if pm == Pm::Mpirun {
+            let hostfile = self.dir.join("hosts");
+            let hosts = format!(
+                "{} slots={per_host}\n{} slots={per_host}\n",
+                self.a.netns, self.b.netns
+            );
+            std::fs::write(&hostfile, hosts).expect("writing the host file");
+            cmd.args(["mpirun.openmpi", "--allow-run-as-root", "--bind-to", "none"])
+                .arg("--hostfile")
+                .arg(&hostfile)
+                .args(["--mca", "plm_rsh_agent"])
+                .arg(&agent)
+                .args(["-x", "FI_PROVIDER=tcp", "-np", &n]);
+        } else {
+            let hosts = format!("{}:{per_host},{}:{per_host}", self.a.netns, self.b.netns);
+            cmd.args(["mpiexec.mpich", "-launcher", "ssh", "-launcher-exec"])
+                .arg(&agent)
+                .args(["-localhost", &self.a.addr, "-hosts", &hosts, "-n", &n]);
+        }
+        cmd.arg(program).args(args).env("FI_PROVIDER", "tcp");
+        for var in harness::BOOT_VARS.iter().chain(TRANSPORT_VARS) {
+            cmd.env_remove(var);
+        }
+        cmd
+    }
+}
+
 impl Drop for TwoHosts {
     fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
         for h in [&self.a, &self.b].into_iter().filter(|h| h.made) {
             if let Err(e) = ip(&["netns", "delete", &h.netns]) {
                 eprintln!("netns: cleaning up: {e}");
@@ -263,8 +343,17 @@ fn stencil_runs_across_two_namespaces() {
 /// Runs `put_volume` on 2 ranks on the nodes `wraps` starts; returns the bytes rank 0 put (as
 /// rank 1 reports them) and the bytes `b`'s veth received meanwhile.
 fn put_volume(hosts: &TwoHosts, wraps: &[String]) -> (u64, u64) {
+    put_volume_by(
+        hosts,
+        hosts.launcher(2, wraps, &[], &example("put_volume"), &[]),
+    )
+}
+
+/// Runs `cmd`, a job of `put_volume` on 2 ranks; returns the bytes rank 0 put (as rank 1
+/// reports them) and the bytes `b`'s veth received meanwhile.
+fn put_volume_by(hosts: &TwoHosts, cmd: Command) -> (u64, u64) {
     let before = hosts.rx_bytes_b();
-    let out = run(hosts.launcher(2, wraps, &[], &example("put_volume"), &[]));
+    let out = run(cmd);
     let received = hosts.rx_bytes_b() - before;
     assert!(out.status.success(), "{}", out.describe());
     let put = out
@@ -305,6 +394,59 @@ fn puts_cross_the_veth() {
         hosts.b.veth,
         hosts.b.netns
     );
+}
+
+/// The two hosts of test `tag` for a job under the real launcher `pm`, or `None` (after saying
+/// why) where it or the namespaces are not to be had.
+fn two_hosts_under(pm: Pm, tag: char) -> Option<TwoHosts> {
+    if let Some(why) = pm.missing() {
+        let _ = writeln!(io::stderr(), "netns: skipped ({}): {why}", pm.name());
+        return None;
+    }
+    two_hosts(tag, true)
+}
+
+/// The stencil and a 16 MiB put under `pm`, one host's ranks in each namespace: the stencil
+/// passes, and `b`'s veth receives at least the bytes rank 0 (on `a`) put into rank 1 (on
+/// `b`), so the window really spans two hosts.
+fn across_two_hosts_under(pm: Pm, tag: char) {
+    let Some(hosts) = two_hosts_under(pm, tag) else {
+        return;
+    };
+    let out = run(hosts.real_launcher(pm, 2, &example("stencil"), &[]));
+    assert!(out.status.success(), "{}", out.describe());
+    assert_eq!(
+        out.stdout
+            .matches("stencil: ok (240 cells, 100 iterations, 4 ranks)")
+            .count(),
+        1,
+        "{}",
+        out.describe()
+    );
+    let job = hosts.real_launcher(pm, 1, &example("put_volume"), &[]);
+    let (put, received) = put_volume_by(&hosts, job);
+    eprintln!(
+        "netns: {}: {put} bytes put from {} to {}; {} received {received} bytes",
+        pm.name(),
+        hosts.a.netns,
+        hosts.b.netns,
+        hosts.b.veth
+    );
+    assert!(
+        received >= put,
+        "{} received {received} bytes, less than the {put} bytes put",
+        hosts.b.veth
+    );
+}
+
+#[test]
+fn stencil_and_puts_across_two_hosts_under_mpirun() {
+    across_two_hosts_under(Pm::Mpirun, 'm');
+}
+
+#[test]
+fn stencil_and_puts_across_two_hosts_under_mpiexec() {
+    across_two_hosts_under(Pm::Mpiexec, 'h');
 }
 
 /// The parent pid of process `pid`.

@@ -29,8 +29,12 @@ mod fence;
 mod harness;
 #[path = "ranks/passive.rs"]
 mod passive;
+#[path = "ranks/pm.rs"]
+mod pm;
 #[path = "ranks/shared.rs"]
 mod shared;
+#[path = "cluster/slurm.rs"]
+mod slurm;
 #[path = "ranks/soundness.rs"]
 mod soundness;
 #[path = "ranks/stress.rs"]
@@ -41,9 +45,11 @@ mod world;
 use libtest_mimic::{Arguments, Failed, Trial};
 use onesided::{Flavor, World};
 use onesided_shm::process::{SIGKILL, signal_name};
+use pm::{ALL_PMS, Pm};
 
 const SIGABRT: i32 = 6;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 use util::{ALL_FLAVORS, ENV_FLAVOR, Res, flavor_name};
 
@@ -326,7 +332,9 @@ fn main() {
         std::process::exit(rank_main(&name));
     }
     let args = Arguments::from_args();
-    libtest_mimic::run(&args, trials()).exit();
+    let conclusion = libtest_mimic::run(&args, trials());
+    slurm::stop_shared();
+    conclusion.exit();
 }
 
 /// The rank side: run scenario `name` in this process.
@@ -350,6 +358,7 @@ fn rank_main(name: &str) -> i32 {
         }
     };
     let (me, n) = (world.rank(), world.size());
+    println!("pid {me} {}", std::process::id());
     match (sc.run)(&world, flavor) {
         Ok(()) => {
             println!("ok {name} rank {me}/{n}");
@@ -371,66 +380,224 @@ fn this_exe() -> PathBuf {
     std::env::current_exe().expect("path of the test executable")
 }
 
-/// One trial per transport, scenario, variant and rank count, then the stencil example's.
+/// Environment variable telling a survivor of a failure scenario how long to linger after
+/// reporting (see `failure::report`).
+const ENV_LINGER_MS: &str = "ONESIDED_TEST_LINGER_MS";
+
+/// Whether scenario `sc` runs over `over` under `pm`: onesided's launcher runs every scenario
+/// over every transport; the other process managers run those that need no launcher option
+/// over shared memory (the transports are the same code whoever started the ranks), the
+/// failure scenarios also over libfabric's shm provider (whose segments a killed rank leaves),
+/// and the stencil over every transport.
+fn covered(pm: Pm, over: &Over, sc: &Scenario) -> bool {
+    let failure = matches!(sc.expect, Expect::Killed { .. }) && sc.name.starts_with("failure::");
+    pm == Pm::Onesided
+        || (sc.launch.is_empty() && (over.name == "shm" || (over.name == "fabric_shm" && failure)))
+}
+
+/// The process manager (except onesided's launcher) and the transport, as trial names start.
+fn label(pm: Pm, over: &Over) -> String {
+    match pm {
+        Pm::Onesided => over.name.to_owned(),
+        _ => format!("{}::{}", pm.name(), over.name),
+    }
+}
+
+/// The trial name: [`label`], then `rest`.
+fn trial_name(pm: Pm, over: &Over, rest: &str) -> String {
+    format!("{}::{rest}", label(pm, over))
+}
+
+/// One trial per process manager, transport, scenario, variant and rank count, then the
+/// stencil example's.
 fn trials() -> Vec<Trial> {
     let mut trials = Vec::new();
-    for over in OVERS {
-        let mut skipped = Vec::new();
-        for sc in SCENARIOS {
-            let skip = over.skips(sc);
-            if let Some(why) = skip {
-                skipped.push(format!("{}: {why}", sc.name));
-            }
-            let variants: Vec<Option<Flavor>> = if sc.flavors.is_empty() {
-                vec![None]
-            } else {
-                sc.flavors.iter().copied().map(Some).collect()
-            };
-            for flavor in variants {
-                let prefix = match flavor {
-                    Some(f) => format!("{}::{}::{}", over.name, sc.name, flavor_name(f)),
-                    None => format!("{}::{}", over.name, sc.name),
+    for &pm in ALL_PMS {
+        let missing = pm.missing();
+        if let Some(why) = &missing {
+            eprintln!("ranks: {} ignored: {why}", pm.name());
+        }
+        for over in OVERS {
+            let mut skipped = Vec::new();
+            for sc in SCENARIOS.iter().filter(|sc| covered(pm, over, sc)) {
+                let skip = over.skips(sc);
+                if let Some(why) = skip {
+                    skipped.push(format!("{}: {why}", sc.name));
+                }
+                let variants: Vec<Option<Flavor>> = if sc.flavors.is_empty() {
+                    vec![None]
+                } else {
+                    sc.flavors.iter().copied().map(Some).collect()
                 };
-                let ranks = sc.ranks.iter().map(|&n| (format!("n{n}"), Some(n)));
-                let direct = sc.direct.then(|| ("direct".to_owned(), None));
-                for (suffix, n) in ranks.chain(direct) {
-                    let trial = Trial::test(format!("{prefix}::{suffix}"), move || {
-                        run_scenario(over, sc, flavor, n)
-                    });
-                    trials.push(trial.with_ignored_flag(skip.is_some()));
+                for flavor in variants {
+                    let prefix = match flavor {
+                        Some(f) => {
+                            trial_name(pm, over, &format!("{}::{}", sc.name, flavor_name(f)))
+                        }
+                        None => trial_name(pm, over, sc.name),
+                    };
+                    let ranks = sc.ranks.iter().map(|&n| (format!("n{n}"), Some(n)));
+                    let direct =
+                        (sc.direct && pm == Pm::Onesided).then(|| ("direct".to_owned(), None));
+                    for (suffix, n) in ranks.chain(direct) {
+                        let trial = Trial::test(format!("{prefix}::{suffix}"), move || {
+                            run_scenario(pm, over, sc, flavor, n)
+                        });
+                        trials.push(trial.with_ignored_flag(skip.is_some() || missing.is_some()));
+                    }
                 }
             }
+            skipped.dedup();
+            for why in skipped {
+                eprintln!("ranks: {} ignores {why}", label(pm, over));
+            }
+            let skip = over.fabric && onesided_fabric::BUILT_WITH.is_none();
+            let direct = (pm == Pm::Onesided).then_some(None);
+            for n in [Some(1), Some(3), Some(4), Some(8)]
+                .into_iter()
+                .chain(direct)
+            {
+                let suffix = n.map_or("direct".to_owned(), |n| format!("n{n}"));
+                let trial = Trial::test(
+                    trial_name(pm, over, &format!("example::stencil::{suffix}")),
+                    move || run_stencil(pm, over, n),
+                );
+                trials.push(trial.with_ignored_flag(skip || missing.is_some()));
+            }
         }
-        skipped.dedup();
-        for why in skipped {
-            eprintln!("ranks: {} ignores {why}", over.name);
+        if pm != Pm::Onesided {
+            let trial = Trial::test(format!("{}::bench::put_latency", pm.name()), move || {
+                Ok(run_bench(pm)?)
+            });
+            trials.push(trial.with_ignored_flag(missing.is_some()));
         }
-        let skip = over.fabric && onesided_fabric::BUILT_WITH.is_none();
-        for n in [Some(1), Some(3), Some(4), Some(8), None] {
-            let suffix = n.map_or("direct".to_owned(), |n| format!("n{n}"));
-            let trial = Trial::test(
-                format!("{}::example::stencil::{suffix}", over.name),
-                move || run_stencil(over, n),
-            );
-            trials.push(trial.with_ignored_flag(skip));
-        }
+        let name = format!("{}::later_job_removes_dead_fabric_segments", pm.name());
+        let trial = Trial::test(name, move || {
+            Ok(later_job_removes_dead_fabric_segments(pm)?)
+        });
+        trials.push(trial.with_ignored_flag(missing.is_some()));
     }
+    let missing = Pm::SrunPmi2.missing();
+    let trial = Trial::test("srun::without_pmi_plugin_fails_at_init", move || {
+        Ok(without_pmi_plugin()?)
+    });
+    trials.push(trial.with_ignored_flag(missing.is_some()));
     trials
+}
+
+/// `onesided bench put_latency` started by `pm` on 2 ranks measures between the job's ranks:
+/// one OSU table with a row for every size.
+fn run_bench(pm: Pm) -> Res {
+    let onesided = Path::new(env!("CARGO_BIN_EXE_onesided"));
+    let mut cmd = pm.command(2, &[], onesided)?;
+    cmd.args([
+        "bench",
+        "put_latency",
+        "-m",
+        "1:64",
+        "-i",
+        "200",
+        "-x",
+        "20",
+    ]);
+    let out = harness::run(cmd, harness::JOB_TIMEOUT)?;
+    let describe = out.describe();
+    ensure!(out.status.success(), "bench failed: {describe}");
+    ensure!(
+        out.stdout.matches("# OSU MPI_Put Latency Test").count() == 1,
+        "one table expected: {describe}"
+    );
+    for size in [1, 2, 4, 8, 16, 32, 64] {
+        let row = out
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(&size.to_string()));
+        let latency = row
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok());
+        ensure!(
+            latency.is_some_and(|us| us > 0.0),
+            "no latency for {size} bytes: {describe}"
+        );
+    }
+    Ok(())
+}
+
+/// A libfabric shm segment whose owner is gone (as a rank SIGKILLed by its process manager
+/// leaves it) is removed when the next job starts on the node. The owner is a pid above the
+/// kernel's `pid_max`, which no process can have.
+fn later_job_removes_dead_fabric_segments(pm: Pm) -> Res {
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .map_err(|e| format!("reading pid_max: {e}"))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("pid_max: {e}"))?;
+    let dead = format!("/dev/shm/{}:0:{}", pid_max + 1, pm as u32);
+    std::fs::write(&dead, b"left by a killed rank").map_err(|e| format!("{dead}: {e}"))?;
+    let cmd = job(
+        pm,
+        &OVERS[0],
+        Some(2),
+        &[],
+        &harness::example_exe("stencil")?,
+    )
+    .map_err(|e| e.message().map_or_else(String::new, str::to_owned))?;
+    let out = harness::run(cmd, harness::JOB_TIMEOUT)?;
+    let left = Path::new(&dead).exists();
+    let _ = std::fs::remove_file(&dead);
+    ensure!(out.status.success(), "the job failed: {}", out.describe());
+    ensure!(!left, "{dead} outlived the next job: {}", out.describe());
+    Ok(())
+}
+
+/// `srun -n 4` without `--mpi` gives the ranks no PMI: every rank fails at `World::init`,
+/// naming `--mpi=pmix`, instead of running as 4 worlds of size 1.
+fn without_pmi_plugin() -> Res {
+    let mut cmd = slurm::shared()?.srun();
+    cmd.args(["-n", "4"]).arg(harness::example_exe("stencil")?);
+    let out = harness::run(cmd, harness::JOB_TIMEOUT)?;
+    let describe = out.describe();
+    ensure!(!out.status.success(), "the job should fail: {describe}");
+    ensure!(
+        !out.stdout.contains("stencil: ok"),
+        "a rank ran as a world of its own: {describe}"
+    );
+    ensure!(
+        out.stderr.matches("--mpi=pmix").count() == 4,
+        "every rank must name --mpi=pmix: {describe}"
+    );
+    Ok(())
+}
+
+/// The command of a job of `program` with `n` ranks under `pm` (`None`: run directly), with the
+/// transport settings of `over`.
+fn job(
+    pm: Pm,
+    over: &Over,
+    n: Option<usize>,
+    launch: &[&str],
+    program: &Path,
+) -> Result<Command, Failed> {
+    let mut cmd = match n {
+        Some(n) => pm.command(n, launch, program)?,
+        None => harness::direct(program),
+    };
+    over.apply(&mut cmd);
+    if !pm.kills_job() {
+        cmd.env(ENV_LINGER_MS, "2000");
+    }
+    Ok(cmd)
 }
 
 /// Runs one job of `sc` (`n: None`: without the launcher) and checks its outcome.
 fn run_scenario(
+    pm: Pm,
     over: &Over,
     sc: &Scenario,
     flavor: Option<Flavor>,
     n: Option<usize>,
 ) -> Result<(), Failed> {
-    let exe = this_exe();
-    let mut cmd = match n {
-        Some(n) => harness::launcher(n, sc.launch, &exe),
-        None => harness::direct(&exe),
-    };
-    over.apply(&mut cmd);
+    let mut cmd = job(pm, over, n, sc.launch, &this_exe())?;
     cmd.env(ENV_SCENARIO, sc.name);
     match flavor {
         Some(f) => cmd.env(ENV_FLAVOR, flavor_name(f)),
@@ -455,12 +622,50 @@ fn run_scenario(
             victim,
             reported,
             says,
-        } => check_killed(&out, n, signal, victim(n), reported, says)?,
+        } => {
+            check_killed(pm, &out, n, signal, victim(n), reported, says)?;
+            if pm.kills_survivors_at_once() {
+                // Nobody outlives the victim long enough to clean up after it: the next job on
+                // the node does (`later_job_removes_dead_fabric_segments`).
+                return Ok(());
+            }
+            if pm != Pm::Onesided {
+                // The process manager may SIGKILL the survivors (Slurm cancels the step, mpirun
+                // kills ranks that linger): what they leave, the next job on the node removes.
+                // The victim's segments are the survivors' to remove.
+                return Ok(leftovers(pm, &out, Some(victim(n)))?);
+            }
+        }
     }
-    Ok(harness::no_leftovers(&out)?)
+    Ok(leftovers(pm, &out, None)?)
+}
+
+/// `Err` naming what the job left in /dev/shm: its segments (found by the launcher's pid in
+/// their names) and the libfabric shm segments of the ranks (found by the pids they printed),
+/// or only of rank `only`.
+fn leftovers(pm: Pm, out: &harness::Outcome, only: Option<usize>) -> Res {
+    if pm == Pm::Onesided {
+        harness::no_leftovers(out)?;
+    }
+    let pids: Vec<u32> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("pid "))
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(rank, _)| only.is_none_or(|o| rank.parse() == Ok(o)))
+        .filter_map(|(_, pid)| pid.parse().ok())
+        .collect();
+    let left = harness::fabric_segments(&pids);
+    ensure!(
+        left.is_empty(),
+        "libfabric segments left in /dev/shm: {left:?}\n{}",
+        out.describe()
+    );
+    Ok(())
 }
 
 fn check_killed(
+    pm: Pm,
     out: &harness::Outcome,
     n: usize,
     signal: i32,
@@ -469,12 +674,7 @@ fn check_killed(
     says: &str,
 ) -> Res {
     let describe = out.describe();
-    let name = signal_name(signal).unwrap_or("?");
-    ensure!(
-        out.status.code() == Some(128 + signal),
-        "launcher exit status should be {}: {describe}",
-        128 + signal
-    );
+    ensure!(!out.status.success(), "the job should fail: {describe}");
     ensure!(
         out.stderr.contains(says),
         "stderr should say {says:?}: {describe}"
@@ -484,14 +684,22 @@ fn check_killed(
         "the job took {:?} to end: {describe}",
         out.elapsed
     );
-    let named = format!("rank {victim} (pid ");
-    ensure!(
-        out.stderr
-            .lines()
-            .any(|l| l.contains(&named) && l.contains(name)),
-        "the launcher must name rank {victim} and {name} on stderr: {describe}"
-    );
-    if reported {
+    if pm == Pm::Onesided {
+        let name = signal_name(signal).unwrap_or("?");
+        ensure!(
+            out.status.code() == Some(128 + signal),
+            "launcher exit status should be {}: {describe}",
+            128 + signal
+        );
+        let named = format!("rank {victim} (pid ");
+        ensure!(
+            out.stderr
+                .lines()
+                .any(|l| l.contains(&named) && l.contains(name)),
+            "the launcher must name rank {victim} and {name} on stderr: {describe}"
+        );
+    }
+    if reported && !pm.kills_survivors_at_once() {
         for r in (0..n).filter(|&r| r != victim) {
             let saw = format!("rank {r} saw MPI_ERR_PROC_FAILED");
             ensure!(
@@ -504,16 +712,11 @@ fn check_killed(
 }
 
 /// `examples/stencil.rs` with `n` ranks (or run directly) must print `stencil: ok` once.
-fn run_stencil(over: &Over, n: Option<usize>) -> Result<(), Failed> {
-    let exe = harness::example_exe("stencil")?;
-    let mut cmd = match n {
-        Some(n) => harness::launcher(n, &[], &exe),
-        None => harness::direct(&exe),
-    };
-    over.apply(&mut cmd);
+fn run_stencil(pm: Pm, over: &Over, n: Option<usize>) -> Result<(), Failed> {
+    let cmd = job(pm, over, n, &[], &harness::example_exe("stencil")?)?;
     let out = harness::run(cmd, harness::JOB_TIMEOUT)?;
     if !out.status.success() || out.stdout.matches("stencil: ok").count() != 1 {
         return Err(format!("stencil: {}", out.describe()).into());
     }
-    Ok(harness::no_leftovers(&out)?)
+    Ok(leftovers(pm, &out, None)?)
 }

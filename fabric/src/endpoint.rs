@@ -250,13 +250,22 @@ impl Endpoint {
         Ok(out)
     }
 
-    /// Issue one operation, progressing and retrying while the provider says FI_EAGAIN.
-    pub(crate) fn post(&self, op: &str, mut call: impl FnMut() -> isize) -> Result<(), FiError> {
+    /// Issue one operation, progressing and retrying while the provider says FI_EAGAIN (a
+    /// full queue, or a peer that does not take more); `keep_waiting` is asked every few
+    /// milliseconds meanwhile and ends the retries with an error when it says no.
+    pub(crate) fn post(
+        &self,
+        op: &str,
+        keep_waiting: &dyn Fn() -> bool,
+        mut call: impl FnMut() -> isize,
+    ) -> Result<(), FiError> {
         self.core.touch();
+        let mut patience = Patience::new(keep_waiting);
         loop {
             let ret = call();
             if ret == -(sys::FI_EAGAIN as isize) {
                 self.core.poll();
+                patience.tick(op)?;
                 continue;
             }
             check(op, ret as i64)?;
@@ -271,8 +280,7 @@ impl Endpoint {
     pub fn complete(&self, keep_waiting: &dyn Fn() -> bool) -> Result<(), FiError> {
         let want = self.issued.get();
         self.core.touch();
-        let mut checked = Instant::now();
-        let mut spins = 0u32;
+        let mut patience = Patience::new(keep_waiting);
         loop {
             // SAFETY: the counter is open.
             let (done, errs) = unsafe {
@@ -295,20 +303,7 @@ impl Endpoint {
                 return Ok(());
             }
             self.core.poll();
-            spins += 1;
-            if spins > 64 {
-                std::thread::yield_now();
-            }
-            if checked.elapsed() >= CHECK_EVERY {
-                if !keep_waiting() {
-                    return Err(FiError::with_detail(
-                        "operation",
-                        sys::FI_ETIMEDOUT as i32,
-                        "the target is gone".into(),
-                    ));
-                }
-                checked = Instant::now();
-            }
+            patience.tick("operation")?;
         }
     }
 
@@ -317,6 +312,43 @@ impl Endpoint {
     pub fn progress(&self) {
         self.core.touch();
         self.core.poll();
+    }
+}
+
+/// The pace of a wait on the provider: spin a little, then yield the core on every round, and
+/// every [`CHECK_EVERY`] ask whether waiting still makes sense.
+struct Patience<'a> {
+    keep_waiting: &'a dyn Fn() -> bool,
+    checked: Instant,
+    spins: u32,
+}
+
+impl<'a> Patience<'a> {
+    fn new(keep_waiting: &'a dyn Fn() -> bool) -> Patience<'a> {
+        Patience {
+            keep_waiting,
+            checked: Instant::now(),
+            spins: 0,
+        }
+    }
+
+    /// One round of waiting for `op`; an error once `keep_waiting` says no.
+    fn tick(&mut self, op: &str) -> Result<(), FiError> {
+        self.spins += 1;
+        if self.spins > 64 {
+            std::thread::yield_now();
+        }
+        if self.checked.elapsed() >= CHECK_EVERY {
+            if !(self.keep_waiting)() {
+                return Err(FiError::with_detail(
+                    op,
+                    sys::FI_ETIMEDOUT as i32,
+                    "the target is gone".into(),
+                ));
+            }
+            self.checked = Instant::now();
+        }
+        Ok(())
     }
 }
 

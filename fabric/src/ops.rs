@@ -13,6 +13,15 @@ use std::ptr;
 const OPERAND: usize = 0;
 const COMPARE: usize = 64;
 const RESULT: usize = 128;
+
+/// Where in a peer's memory an operation goes.
+#[derive(Clone, Copy)]
+struct Target {
+    peer: Peer,
+    addr: u64,
+    key: u64,
+}
+
 impl Endpoint {
     /// The largest piece one operation moves: the bounce buffer when local buffers must be
     /// registered, else the provider's limit.
@@ -51,10 +60,13 @@ impl Endpoint {
                     chunk.as_ptr() as usize,
                     chunk.len(),
                     ptr::null_mut(),
-                    peer,
-                    at,
-                    key,
+                    Target {
+                        peer,
+                        addr: at,
+                        key,
+                    },
                     sys::FI_INJECT as u64,
+                    keep_waiting,
                 )?;
                 continue;
             }
@@ -67,7 +79,12 @@ impl Endpoint {
             } else {
                 (chunk.as_ptr() as usize, ptr::null_mut())
             };
-            self.rma_msg("fi_writemsg", buf, chunk.len(), desc, peer, at, key, 0)?;
+            let to = Target {
+                peer,
+                addr: at,
+                key,
+            };
+            self.rma_msg("fi_writemsg", buf, chunk.len(), desc, to, 0, keep_waiting)?;
             self.complete(keep_waiting)?;
         }
         Ok(())
@@ -87,7 +104,18 @@ impl Endpoint {
             let at = addr + (i * step) as u64;
             if self.local_mr {
                 let b = self.bounce.mem();
-                self.rma_read(b.addr(), chunk.len(), self.bounce.desc(), peer, at, key)?;
+                let from = Target {
+                    peer,
+                    addr: at,
+                    key,
+                };
+                self.rma_read(
+                    b.addr(),
+                    chunk.len(),
+                    self.bounce.desc(),
+                    from,
+                    keep_waiting,
+                )?;
                 self.complete(keep_waiting)?;
                 b.read(0, chunk)
                     .map_err(|_| FiError::new("bounce", -(sys::FI_EINVAL as i64)))?;
@@ -96,9 +124,12 @@ impl Endpoint {
                     chunk.as_mut_ptr() as usize,
                     chunk.len(),
                     ptr::null_mut(),
-                    peer,
-                    at,
-                    key,
+                    Target {
+                        peer,
+                        addr: at,
+                        key,
+                    },
+                    keep_waiting,
                 )?;
                 self.complete(keep_waiting)?;
             }
@@ -113,11 +144,11 @@ impl Endpoint {
         buf: usize,
         len: usize,
         mut desc: *mut libc::c_void,
-        peer: Peer,
-        addr: u64,
-        key: u64,
+        to: Target,
         flags: u64,
+        keep_waiting: &dyn Fn() -> bool,
     ) -> Result<(), FiError> {
+        let Target { peer, addr, key } = to;
         let mut iov = libc::iovec {
             iov_base: buf as *mut libc::c_void,
             iov_len: len,
@@ -136,7 +167,7 @@ impl Endpoint {
         // SAFETY: the endpoint is open; `buf` is valid for `len` bytes until the call returns
         // (FI_INJECT copies it) or until the caller waits for completion before releasing it;
         // `msg` and what it points to live across the call.
-        self.post(op, || unsafe {
+        self.post(op, keep_waiting, || unsafe {
             sys::fi_writemsg(self.core.ep, &msg, flags | self.delivery)
         })
     }
@@ -146,13 +177,13 @@ impl Endpoint {
         buf: usize,
         len: usize,
         desc: *mut libc::c_void,
-        peer: Peer,
-        addr: u64,
-        key: u64,
+        from: Target,
+        keep_waiting: &dyn Fn() -> bool,
     ) -> Result<(), FiError> {
+        let Target { peer, addr, key } = from;
         // SAFETY: the endpoint is open; `buf` is writable for `len` bytes and the caller waits
         // for completion before using or releasing it.
-        self.post("fi_read", || unsafe {
+        self.post("fi_read", keep_waiting, || unsafe {
             sys::fi_read(
                 self.core.ep,
                 buf as *mut libc::c_void,
@@ -279,7 +310,7 @@ impl Endpoint {
             b.write(*at, &v[..size]).map_err(|_| invalid())?;
         }
         let desc = self.bounce_desc();
-        self.post(op, || call(b.addr(), desc))?;
+        self.post(op, keep_waiting, || call(b.addr(), desc))?;
         self.complete(keep_waiting)?;
         b.read(RESULT, &mut result[..size]).map_err(|_| invalid())
     }

@@ -3,7 +3,10 @@
 //! Every segment of a job is a file `/dev/shm/onesided-<job>-...` where the job id is
 //! `<launcher pid>-<8 hex digits>`. The launcher removes its own job's segments on exit with
 //! [`remove_job_segments`], and at start removes those of jobs whose launcher is gone (killed
-//! with `SIGKILL`, so it could not clean up) with [`remove_stale_segments`].
+//! with `SIGKILL`, so it could not clean up) with [`remove_stale_segments`]. libfabric's shm
+//! provider names its segments `<pid>:<n>:<m>` after their owner: [`remove_fabric_segments`]
+//! removes those of given processes, [`remove_dead_fabric_segments`] those of every process
+//! that is gone.
 
 use std::fs;
 use std::io;
@@ -44,10 +47,26 @@ pub fn remove_stale_segments() -> io::Result<usize> {
 /// endpoints, leaves them behind); returns how many were removed.
 pub fn remove_fabric_segments(pids: &[u32]) -> io::Result<usize> {
     remove_matching(Path::new(SHM_DIR), |name| {
-        name.split_once(':')
-            .and_then(|(pid, _)| pid.parse::<u32>().ok())
-            .is_some_and(|pid| pids.contains(&pid))
+        fabric_pid(name).is_some_and(|pid| pids.contains(&pid))
     })
+}
+
+/// Removes the libfabric shm segments `/dev/shm/<pid>:<n>:<m>` of every pid that no longer
+/// runs (left by processes killed with `SIGKILL` under any process manager); returns how many
+/// were removed. A segment whose pid was reused by a live process is left alone.
+pub fn remove_dead_fabric_segments() -> io::Result<usize> {
+    remove_matching(Path::new(SHM_DIR), |name| {
+        fabric_pid(name).is_some_and(|pid| !crate::process::pid_running(pid))
+    })
+}
+
+/// The owner pid in a libfabric shm segment name `<pid>:...`, if the name has that form.
+fn fabric_pid(name: &str) -> Option<u32> {
+    let (pid, _) = name.split_once(':')?;
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
 }
 
 /// The launcher pid in a segment name `onesided-<pid>-...`, if the name has that form.
@@ -86,7 +105,7 @@ fn remove_matching(dir: &Path, wanted: impl Fn(&str) -> bool) -> io::Result<usiz
 
 #[cfg(test)]
 mod tests {
-    use super::launcher_pid;
+    use super::{fabric_pid, launcher_pid};
 
     #[test]
     fn parses_launcher_pid() {
@@ -95,5 +114,13 @@ mod tests {
         assert_eq!(launcher_pid("onesided--0badf00d"), None);
         assert_eq!(launcher_pid("other-1234-0badf00d"), None);
         assert_eq!(launcher_pid("onesided-1234"), None);
+    }
+
+    #[test]
+    fn parses_fabric_pid() {
+        assert_eq!(fabric_pid("4321:0:0"), Some(4321));
+        assert_eq!(fabric_pid("4321"), None);
+        assert_eq!(fabric_pid("x1:0:0"), None);
+        assert_eq!(fabric_pid(":0:0"), None);
     }
 }

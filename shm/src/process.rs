@@ -34,6 +34,21 @@ pub fn pid_alive(pid: u32) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Whether process `pid` exists and has not exited: [`pid_alive`], and not a zombie (a process
+/// that exited but whose parent has not collected it yet runs no more).
+#[must_use]
+pub fn pid_running(pid: u32) -> bool {
+    if !pid_alive(pid) {
+        return false;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name, which is in parentheses and may contain anything.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X'))
+}
+
 /// Sends signal `sig` to process `pid`. Pid 0 and out-of-range pids are refused with
 /// `InvalidInput` (they would address process groups).
 pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
@@ -168,6 +183,43 @@ pub fn allow_ptrace_from_any() -> io::Result<()> {
     } else {
         Err(err)
     }
+}
+
+/// Descriptors taken by [`take_inherited_fd`], each at most once.
+static TAKEN_FDS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Takes ownership of descriptor `fd`, which this process inherited from whoever started it
+/// (such as a PMI server's socket named by `PMI_FD`), as a `File` that closes it on drop. The
+/// descriptor is marked close-on-exec so that children do not inherit it. Fails if `fd` is not
+/// open, is a standard stream, or was taken before.
+pub fn take_inherited_fd(fd: i32) -> io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    if fd <= 2 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("descriptor {fd} is a standard stream"),
+        ));
+    }
+    let mut taken = TAKEN_FDS.lock().unwrap_or_else(|p| p.into_inner());
+    if taken.contains(&fd) {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("descriptor {fd} was taken already"),
+        ));
+    }
+    // SAFETY: F_GETFD only reads the descriptor's flags; an unopened fd gives EBADF.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: F_SETFD sets the flags of a descriptor just found open.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    taken.push(fd);
+    // SAFETY: `fd` is open, was inherited by this process (nothing in it owns it yet) and is
+    // handed out once, so the returned File is its only owner.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 /// The last termination signal caught while a [`TerminationSignals`] is installed (0: none).

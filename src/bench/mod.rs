@@ -14,10 +14,9 @@ mod rma;
 
 pub use options::{Sizes, parse_sizes};
 
-use crate::boot::JobEnv;
+use crate::config::{Config, ENV_TRANSPORT, ProcessManager, TransportChoice};
 use crate::error::{Error, ErrorClass, Result};
 use crate::launch::{self, Job};
-use crate::transport::config::{Choice, ENV_TRANSPORT};
 use crate::world::World;
 use options::{Kind, Pass, Plan};
 use report::Report;
@@ -152,8 +151,8 @@ pub struct BenchArgs {
     pub window: Option<usize>,
     /// Transport: auto (shared memory on one node) or fabric (libfabric for every target;
     /// provider from FI_PROVIDER) [default: auto, or ONESIDED_TRANSPORT].
-    #[arg(long, value_name = "auto|fabric")]
-    pub transport: Option<String>,
+    #[arg(long, value_name = "auto|fabric", value_parser = TransportChoice::parse)]
+    pub transport: Option<TransportChoice>,
 }
 
 /// Runs `onesided bench` with parsed arguments; returns the process exit code: 0, 2 for
@@ -174,14 +173,16 @@ pub fn run_cli(args: BenchArgs) -> i32 {
 /// Runs the benchmark; started directly, as a job of 2 ranks. Returns the exit code.
 fn run(args: &BenchArgs) -> Result<i32> {
     let plan = Plan::new(args)?;
-    let transport = match &args.transport {
-        Some(t) => vec![(
+    let mut config = Config::from_env()?;
+    if let Some(t) = args.transport {
+        config = config.transport(t);
+    }
+    let pm = crate::pm::detect_from_env(config.requested_process_manager())?;
+    if args.test.needs_peer() && pm == ProcessManager::Singleton {
+        let transport = vec![(
             ENV_TRANSPORT.to_owned(),
-            Choice::parse(t)?.as_str().to_owned(),
-        )],
-        None => Vec::new(),
-    };
-    if args.test.needs_peer() && JobEnv::from_env()?.is_none() {
+            config.transport_choice().as_str().to_owned(),
+        )];
         let program = std::env::current_exe().map_err(|e| Error::os("finding this program", e))?;
         return launch::run(&Job {
             n: 2,
@@ -193,7 +194,7 @@ fn run(args: &BenchArgs) -> Result<i32> {
             bind: launch::Bind::Auto,
         });
     }
-    let world = World::init()?;
+    let world = World::init_with(config)?;
     if args.test.needs_peer() && world.size() != 2 {
         // Every rank fails the same way; one message is enough.
         if world.rank() != 0 {

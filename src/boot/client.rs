@@ -15,6 +15,7 @@ use std::time::Duration;
 use super::wire::{self, MAX_FRAME, Msg};
 use super::{ENV_BOOT, ENV_JOB, ENV_NODE, ENV_RANK, ENV_SECRET, ENV_SIZE, Secret};
 use crate::error::{Error, ErrorClass, Result};
+use crate::liveness::Liveness;
 
 /// How long connecting to the hub and getting its welcome may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -65,6 +66,11 @@ fn parse_count(name: &str) -> Result<usize> {
 }
 
 impl JobEnv {
+    /// The job secret.
+    pub(crate) fn secret(&self) -> Secret {
+        self.secret
+    }
+
     /// Reads the job environment. `Ok(None)` when `ONESIDED_RANK` is unset: the program was run
     /// directly, as a world of size 1. Missing or malformed variables are an
     /// [`ErrorClass::Arg`] error.
@@ -122,6 +128,8 @@ struct InboxState {
 struct Inbox {
     state: Mutex<InboxState>,
     changed: Condvar,
+    /// Where failures the hub reports are recorded for the rest of the library.
+    liveness: Option<Arc<Liveness>>,
 }
 
 impl Inbox {
@@ -150,6 +158,14 @@ impl BootClient {
     /// Connects to the hub of `env`'s job and authenticates as `env.rank`. Fails if the hub
     /// cannot be reached or refuses the connection (wrong secret, rank already connected).
     pub fn connect(env: &JobEnv) -> Result<BootClient> {
+        BootClient::connect_watched(env, None)
+    }
+
+    /// Like [`BootClient::connect`]; failures the hub reports are also recorded in `liveness`.
+    pub(crate) fn connect_watched(
+        env: &JobEnv,
+        liveness: Option<Arc<Liveness>>,
+    ) -> Result<BootClient> {
         let what = format!("connecting to the bootstrap hub at {}", env.addr);
         let os = |e| Error::os(&what, e);
         let stream = TcpStream::connect_timeout(&env.addr, CONNECT_TIMEOUT).map_err(os)?;
@@ -176,7 +192,10 @@ impl BootClient {
         }
         stream.set_read_timeout(None).map_err(os)?;
         let incoming = stream.try_clone().map_err(os)?;
-        let inbox = Arc::new(Inbox::default());
+        let inbox = Arc::new(Inbox {
+            liveness,
+            ..Inbox::default()
+        });
         let filing = Arc::clone(&inbox);
         let receiver = thread::Builder::new()
             .name("onesided-boot".into())
@@ -318,6 +337,9 @@ fn receive(stream: TcpStream, inbox: &Inbox) {
                 false
             }
             Ok(Some(Msg::Failed { rank, reason })) => {
+                if let Some(l) = &inbox.liveness {
+                    l.fail(rank.map(|r| r as usize), &reason);
+                }
                 let msg = match rank {
                     Some(rank) => format!("rank {rank} failed: {reason}"),
                     None => format!("a rank failed: {reason}"),

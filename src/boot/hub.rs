@@ -64,12 +64,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Compares secrets in time independent of where they differ.
-fn same_secret(a: &Secret, b: &Secret) -> bool {
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
-}
-
 /// Locks the writers, each once even if listed twice.
 fn lock_all(writers: &[Writer]) -> Vec<MutexGuard<'_, TcpStream>> {
     let mut unique: Vec<&Writer> = Vec::with_capacity(writers.len());
@@ -262,7 +256,7 @@ fn admit(shared: &Shared, stream: &TcpStream) -> Option<(usize, u32, Writer)> {
     else {
         return None;
     };
-    if !same_secret(&secret, &shared.secret) {
+    if !super::same_secret(&secret, &shared.secret) {
         return None;
     }
     stream.set_read_timeout(None).ok()?;

@@ -1,18 +1,18 @@
-//! Bootstrap: how the ranks of a job find each other and exchange small amounts of data.
+//! Bootstrap of onesided's own launcher: how its ranks find each other and learn of failures.
 //!
 //! The launcher (`onesided run`) runs a [`Hub`], a TCP server on `127.0.0.1` (or on
 //! `--boot-addr`), and starts every rank with the environment variables below. Each rank reads
-//! them with [`JobEnv::from_env`], connects with [`BootClient::connect`] and then runs
-//! allgathers through the hub, which is how
-//! the library exchanges addresses, segment names and the like when creating communicators and
-//! windows. The hub also tells the ranks when a rank of the job failed, so that nobody waits
-//! forever for a dead peer.
+//! them with [`JobEnv::from_env`], connects with [`BootClient::connect`] and runs one allgather
+//! through the hub, in which the ranks exchange their collective-network cards (`crate::pm`);
+//! the job's collectives then run over the ranks' own connections. The hub also tells the ranks
+//! when a rank of the job failed, so that nobody waits forever for a dead peer.
 //!
-//! The wire format is documented in the private `wire` module: length-prefixed binary frames.
+//! The wire format is documented in the `wire` module: length-prefixed binary frames, shared with
+//! the collective network.
 
 pub mod client;
 pub mod hub;
-mod wire;
+pub(crate) mod wire;
 
 pub use client::{BootClient, JobEnv};
 pub use hub::Hub;
@@ -37,6 +37,21 @@ pub const SECRET_LEN: usize = 32;
 
 /// The job secret: random bytes every connection to the hub must present.
 pub type Secret = [u8; SECRET_LEN];
+
+/// `N` random bytes from the kernel.
+pub(crate) fn random<const N: usize>() -> crate::error::Result<[u8; N]> {
+    let mut b = [0u8; N];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .map_err(|e| crate::error::Error::os("reading /dev/urandom", e))?;
+    Ok(b)
+}
+
+/// Compares secrets in time independent of where they differ.
+pub(crate) fn same_secret(a: &Secret, b: &Secret) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
 
 /// Lower-case hex encoding of `bytes`.
 pub(crate) fn to_hex(bytes: &[u8]) -> String {

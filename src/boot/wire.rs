@@ -10,6 +10,11 @@
 //!   0x01 Hello      secret:[u8; 32] rank:u32 pid:u32         first frame, exactly once
 //!   0x02 Allgather  comm:u64 seq:u64 members:u32 index:u32 data:rest
 //!   0x03 Finalize                                             the rank leaves cleanly
+//! peer <-> peer (the collective network of `crate::mesh`, after both sides sent Hello)
+//!   0x01 Hello      secret:[u8; 32] rank:u32 pid:u32         first frame of each side
+//!   0x04 Part       comm:u64 seq:u64 round:u32 data:rest      one round of a collective
+//!   0x84 Failed     rank:u32 reason:utf8 rest                 a failure, passed on
+//!   0x03 Finalize                                             the sender leaves cleanly
 //! hub -> client
 //!   0x81 Welcome                                              the hello was accepted
 //!   0x82 Gathered   comm:u64 seq:u64 count:u32 (len:u32 data[len]){count}   ordered by index
@@ -41,6 +46,12 @@ pub(crate) enum Msg {
         data: Vec<u8>,
     },
     Finalize,
+    Part {
+        comm: u64,
+        seq: u64,
+        round: u32,
+        data: Vec<u8>,
+    },
     Welcome,
     Gathered {
         comm: u64,
@@ -61,6 +72,7 @@ pub(crate) enum Msg {
 const HELLO: u8 = 0x01;
 const ALLGATHER: u8 = 0x02;
 const FINALIZE: u8 = 0x03;
+const PART: u8 = 0x04;
 const WELCOME: u8 = 0x81;
 const GATHERED: u8 = 0x82;
 const REJECTED: u8 = 0x83;
@@ -105,6 +117,20 @@ impl Msg {
                 b.extend_from_slice(data);
             }
             Msg::Finalize => b.push(FINALIZE),
+            Msg::Part {
+                comm,
+                seq,
+                round,
+                data,
+            } => {
+                len_u32(data.len())?;
+                b.reserve(21 + data.len());
+                b.push(PART);
+                b.extend_from_slice(&comm.to_le_bytes());
+                b.extend_from_slice(&seq.to_le_bytes());
+                b.extend_from_slice(&round.to_le_bytes());
+                b.extend_from_slice(data);
+            }
             Msg::Welcome => b.push(WELCOME),
             Msg::Gathered { comm, seq, parts } => {
                 let total: usize = parts.iter().map(|p| p.len() + 4).sum();
@@ -157,6 +183,12 @@ impl Msg {
                 data: c.rest().to_vec(),
             },
             FINALIZE => Msg::Finalize,
+            PART => Msg::Part {
+                comm: c.u64()?,
+                seq: c.u64()?,
+                round: c.u32()?,
+                data: c.rest().to_vec(),
+            },
             WELCOME => Msg::Welcome,
             GATHERED => {
                 let comm = c.u64()?;
@@ -272,6 +304,12 @@ mod tests {
             data: b"abc".to_vec(),
         });
         round_trip(Msg::Finalize);
+        round_trip(Msg::Part {
+            comm: 3,
+            seq: 1 << 33,
+            round: 9,
+            data: b"blocks".to_vec(),
+        });
         round_trip(Msg::Welcome);
         round_trip(Msg::Gathered {
             comm: 9,

@@ -8,12 +8,13 @@
 //! progress thread per endpoint serves the target side of providers that need the target to
 //! call into libfabric, so a target that computes or sleeps does not stall its origins.
 
-use super::config::{FabricConfig, MrRequest};
 use super::{AccOp, Accumulate, Amo, Caps, Space, Transport};
 use crate::codec::{Dec, Enc};
+use crate::config::{Atomics, FabricConfig, MrMode};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
 use crate::protocol::reduce::{Elem, Op};
+use crate::wait::Peers;
 use crate::world::Comm;
 use onesided_fabric as fi;
 use onesided_shm::Mem;
@@ -41,8 +42,8 @@ pub(crate) fn domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
     let req = fi::Request {
         provider: config.provider.clone(),
         mr_mode: match config.mr_mode {
-            MrRequest::Provider => fi::MrMode::ALL,
-            MrRequest::Verbs => fi::MrMode::VERBS,
+            MrMode::Provider => fi::MrMode::ALL,
+            MrMode::Verbs => fi::MrMode::VERBS,
         },
         delivery_complete: true,
     };
@@ -215,9 +216,9 @@ fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> R
             None => fi::RegionKey::default(),
         },
         len,
-        native: match config.software_atomics {
-            true => 0,
-            false => native_mask(&ep),
+        native: match config.atomics {
+            Atomics::Software => 0,
+            Atomics::Auto => native_mask(&ep),
         },
     };
     Ok(Local {
@@ -232,9 +233,9 @@ fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> R
 pub struct FabricTransport<'a> {
     caps: Caps,
     targets: Vec<Target>,
-    /// Process ids of the ranks, 0 where unknown (other nodes); a wait on the NIC ends with an
-    /// error once a known one is gone.
-    pids: Vec<u32>,
+    /// The ranks' liveness: a wait on the NIC ends with an error once the job has a failure
+    /// or the process of a rank it waits for is gone.
+    peers: Peers,
     /// Element types whose accumulates use the NIC on every rank (bit `Elem::index()`).
     native: u64,
     /// Targets of the operations issued since everything last completed.
@@ -261,10 +262,13 @@ impl<'a> FabricTransport<'a> {
         config: &FabricConfig,
         ctrl: Mem<'static>,
         data: Mem<'a>,
-        pids: Vec<u32>,
+        peers: Peers,
     ) -> Result<FabricTransport<'a>> {
-        let local = comm.agree("opening the fabric", open_local(config, ctrl, data))?;
-        let keys = comm.allgather(&local.key.encode())?;
+        let opened = open_local(config, ctrl, data);
+        let key = opened.as_ref().map(|l| l.key.encode());
+        let keys = comm.agree_gather("opening the fabric", key.as_deref().map_err(|e| *e));
+        let local = opened?;
+        let keys = keys?;
         let mut native = u64::MAX;
         let targets = keys
             .iter()
@@ -300,7 +304,7 @@ impl<'a> FabricTransport<'a> {
                 wakes_sleepers: false,
             },
             targets,
-            pids,
+            peers,
             native,
             pending: RefCell::new(Vec::new()),
             ep: local.ep,
@@ -346,7 +350,7 @@ impl<'a> FabricTransport<'a> {
     /// can tell): a rank that finished and exited is no reason to fail a wait on others.
     fn alive(&self) -> bool {
         let pending = self.pending.borrow();
-        !pending.iter().any(|&r| crate::wait::pid_gone(self.pids[r]))
+        self.peers.job_alive().is_ok() && !pending.iter().any(|&r| self.peers.gone(r))
     }
 
     /// Note an operation to `target`, until the next completion of everything.
@@ -405,7 +409,7 @@ impl<'a> FabricTransport<'a> {
         let size = acc.elem.size();
         self.at(target, Space::Data, offset, size)?;
         let lock = |op| self.amo(target, Space::Control, layout::ACC_LOCK, op);
-        let watch = || crate::wait::all_alive(&self.pids);
+        let watch = || self.peers.all_alive();
         crate::wait::retry(&watch, || {
             Ok((lock(Amo::CompareSwap {
                 compare: 0,

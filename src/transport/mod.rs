@@ -20,7 +20,6 @@
 //! control block, the keys are exchanged through the world, and each rank connects the keys of
 //! the targets it reaches.
 
-pub mod config;
 #[cfg(have_libfabric)]
 pub mod fabric;
 pub(crate) mod net;

@@ -3,23 +3,21 @@
 
 use super::Transport;
 use crate::error::Result;
+use crate::wait::Peers;
 use crate::world::Comm;
 use onesided_shm::Mem;
 
 /// Collective: connect every rank of `comm` through the fabric, with this rank's control block
-/// `ctrl` and window memory `data` registered. `pids` has 0 for ranks on other nodes.
+/// `ctrl` and window memory `data` registered. `peers` watches the ranks.
 #[cfg(have_libfabric)]
 pub(crate) fn connect<'a>(
     comm: &Comm,
     ctrl: Mem<'static>,
     data: Mem<'a>,
-    pids: Vec<u32>,
+    peers: Peers,
 ) -> Result<Box<dyn Transport + 'a>> {
-    let config = comm.agree(
-        "reading the fabric settings",
-        super::config::FabricConfig::from_env(),
-    )?;
-    let t = super::fabric::FabricTransport::connect(comm, &config, ctrl, data, pids)?;
+    let config = comm.job().config.fabric();
+    let t = super::fabric::FabricTransport::connect(comm, config, ctrl, data, peers)?;
     Ok(Box::new(t))
 }
 
@@ -29,7 +27,7 @@ pub(crate) fn connect<'a>(
     comm: &Comm,
     _ctrl: Mem<'static>,
     _data: Mem<'a>,
-    _pids: Vec<u32>,
+    _peers: Peers,
 ) -> Result<Box<dyn Transport + 'a>> {
     use crate::error::{Error, ErrorClass};
     comm.agree(

@@ -25,6 +25,7 @@ use crate::info::{Info, WinHints};
 use crate::protocol::epoch::Epochs;
 use crate::transport::Transport;
 use crate::transport::shm::ShmTransport;
+use crate::wait::Peers;
 use crate::world::Comm;
 use onesided_shm::Mem;
 use std::cell::{Cell, RefCell};
@@ -73,7 +74,8 @@ pub struct Window<'a> {
     flavor: Flavor,
     hints: WinHints,
     extents: Vec<Extent>,
-    pids: Vec<u32>,
+    /// The ranks' liveness, for waits on them.
+    peers: Peers,
     local: Mem<'a>,
     shared: Vec<Option<Mem<'static>>>,
     shm: ShmTransport<'a>,
@@ -235,6 +237,13 @@ impl<'a> Window<'a> {
             // the node segment stays mapped by the others; lent memory is guarded by `create`.
             return Released {
                 result: open.and(closed),
+                quiet: false,
+            };
+        }
+        if let Err(failed) = self.peers.job_alive() {
+            // A rank of the job failed: the barrier could never complete.
+            return Released {
+                result: open.and(closed).and(Err(failed)),
                 quiet: false,
             };
         }

@@ -12,14 +12,15 @@
 
 use super::{Extent, Flavor, Route, Window};
 use crate::codec::{Dec, Enc};
+use crate::config::TransportChoice;
 use crate::error::{Error, ErrorClass, Result};
 use crate::info::{Info, WinHints};
 use crate::protocol::epoch::Epochs;
 use crate::protocol::layout::{self, NodeLayout};
 use crate::transport::RemoteKey;
-use crate::transport::config::Choice;
 use crate::transport::net;
 use crate::transport::shm::{DataDesc, ShmKey, ShmTransport};
+use crate::wait::Peers;
 use crate::world::Comm;
 use bytemuck::Pod;
 use onesided_shm::{Mem, Segment};
@@ -179,13 +180,6 @@ fn node_ranks(comm: &Comm, flavor: Flavor) -> Result<Vec<usize>> {
     Ok(local)
 }
 
-/// Whether `ONESIDED_TRANSPORT=fabric` forces the fabric for every target. The ranks agree, so
-/// a bad setting fails everywhere.
-fn fabric_forced(comm: &Comm) -> Result<bool> {
-    let forced = Choice::from_env().map(|c| c == Choice::Fabric);
-    comm.agree("reading ONESIDED_TRANSPORT", forced)
-}
-
 /// Create (lowest node rank) or map (the others) the node segment, then unlink its name.
 fn node_segment(comm: &Comm, local: &[usize], name: &str, len: usize) -> Result<Arc<Segment>> {
     let leader = comm.rank() == local[0];
@@ -209,15 +203,17 @@ fn node_segment(comm: &Comm, local: &[usize], name: &str, len: usize) -> Result<
 }
 
 fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
-    let hints = comm.agree("window creation", check(&req, info))?;
+    let checked = check(&req, info);
     let addr = req.user.as_ref().map_or(0, Mem::addr);
     let mine = Enc::new()
         .u64(req.size as u64)
         .u64(req.disp_unit as u64)
         .u64(addr as u64)
         .finish();
+    let all = comm.agree_gather("window creation", checked.as_ref().map(|_| &mine[..]));
+    let hints = checked?;
     let mut extents = Vec::with_capacity(comm.size());
-    for bytes in comm.allgather(&mine)? {
+    for bytes in all? {
         let mut d = Dec::new(&bytes);
         extents.push(Extent {
             size: d.usize()?,
@@ -230,7 +226,8 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     let sizes: Vec<usize> = local.iter().map(|&r| extents[r].size).collect();
     let NodeLayout { ctrl, data, total } = layout::node_layout(&sizes, in_segment, contiguous)
         .ok_or_else(|| Error::new(ErrorClass::NoMem, "window too large for one node"))?;
-    let forced = fabric_forced(comm)?;
+    // The ranks agreed on the configuration at start-up.
+    let forced = comm.job().config.transport_choice() == TransportChoice::Fabric;
     let fabric = forced || local.len() < comm.size();
     let name = format!(
         "onesided-{}-{:x}-{}-{}",
@@ -285,6 +282,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     let pids: Vec<u32> = (0..comm.size())
         .map(|r| if on_node(r) { comm.pid_of(r) } else { 0 })
         .collect();
+    let peers = Peers::new(pids, comm.job().liveness.clone());
     let net = match fabric {
         true => {
             let ctrl_mem = whole
@@ -294,7 +292,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
                 comm,
                 ctrl_mem,
                 local_mem.clone(),
-                pids.clone(),
+                peers.clone(),
             )?)
         }
         false => None,
@@ -317,7 +315,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         },
         net,
         routes,
-        pids,
+        peers,
         epochs: RefCell::new(Epochs::new(comm.size())),
         extents,
         local: local_mem,

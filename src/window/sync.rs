@@ -28,12 +28,13 @@ impl Window<'_> {
         // Ranks whose process can be watched are on this node, so their completion marks are
         // read from the node segment, which outlives them.
         let watch = || {
-            for r in wait::gone(&self.pids) {
+            self.peers.job_alive()?;
+            for r in self.peers.all_gone() {
                 let done = self
                     .shm
                     .amo(r, Space::Control, layout::BARRIER_DONE, Amo::Load);
                 if done.map_or(true, |d| d < generation) {
-                    return Err(wait::failed(r, &self.pids));
+                    return Err(self.peers.failed(r));
                 }
             }
             Ok(())
@@ -54,7 +55,7 @@ impl Window<'_> {
 
     /// Fails once any rank of the window is gone (for waits on locks, which any rank may hold).
     fn watch_all(&self) -> Result<()> {
-        wait::all_alive(&self.pids)
+        self.peers.all_alive()
     }
 
     /// Collective fence: completes every RMA call of the epoch it closes, at origin and target,

@@ -25,13 +25,21 @@ fn die() -> ! {
 
 /// Print what the blocked call returned and linger until the launcher kills this rank (exiting
 /// at once could be seen by the launcher before the victim's death and change its verdict).
+/// Under a process manager that does not end the job when a rank dies (`srun` without
+/// `--kill-on-bad-exit`), the harness shortens the stay with `ONESIDED_TEST_LINGER_MS`.
 fn report(me: usize, what: &str, r: onesided::Result<()>) -> Res {
     match r {
         Ok(()) => Err(format!("{what} succeeded although a rank was killed")),
         Err(e) => {
             println!("rank {me} saw {e}");
-            std::thread::sleep(Duration::from_secs(10));
-            Err(format!("still alive 10 s after the failure ({what}: {e})"))
+            let linger = std::env::var("ONESIDED_TEST_LINGER_MS")
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map_or(Duration::from_secs(10), Duration::from_millis);
+            std::thread::sleep(linger);
+            Err(format!(
+                "still alive {linger:?} after the failure ({what}: {e})"
+            ))
         }
     }
 }

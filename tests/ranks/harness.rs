@@ -138,6 +138,22 @@ pub fn leftover_segments(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The libfabric shm segments `/dev/shm/<pid>:...` of the processes `pids`.
+pub fn fabric_segments(pids: &[u32]) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|name| {
+                    name.split_once(':')
+                        .and_then(|(pid, _)| pid.parse::<u32>().ok())
+                        .is_some_and(|pid| pids.contains(&pid))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// `Err` naming the job's segments if any is left in /dev/shm.
 pub fn no_leftovers(out: &Outcome) -> Result<(), String> {
     let left = leftover_segments(out.pid);

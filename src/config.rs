@@ -1,0 +1,353 @@
+//! One typed configuration, read once: how this process joins its job and reaches its targets.
+//!
+//! [`World::init`](crate::World::init) reads it from the environment with [`Config::from_env`]
+//! and validates it there (a misspelt value fails at start-up, naming the accepted ones); a
+//! program may build one instead and pass it to [`World::init_with`](crate::World::init_with).
+//! The ranks agree on it once, at start-up, and the world holds it: windows read it from their
+//! communicator and never look at the environment.
+//!
+//! | variable | values | meaning |
+//! |---|---|---|
+//! | `ONESIDED_TRANSPORT` | `auto` (default), `fabric` | shared memory inside a node and the fabric between nodes, or the fabric for every target (one machine then runs the network path) |
+//! | `ONESIDED_FABRIC_PROVIDER`, else `FI_PROVIDER` | a libfabric provider (`tcp`, `shm`, `verbs`, ...) | unset: the first libfabric offers |
+//! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands (to run the strict paths on a lenient provider) |
+//! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software` | NIC atomics where the provider runs every accumulate of a type natively, or the emulation for all |
+//! | `ONESIDED_PM` | `onesided`, `pmix`, `pmi`, `singleton` | the process manager; unset: detected (see [`ProcessManager`]) |
+
+use crate::error::{Error, ErrorClass, Result};
+use std::fmt;
+
+/// `ONESIDED_TRANSPORT`.
+pub const ENV_TRANSPORT: &str = "ONESIDED_TRANSPORT";
+/// `ONESIDED_FABRIC_PROVIDER`.
+pub const ENV_PROVIDER: &str = "ONESIDED_FABRIC_PROVIDER";
+/// `ONESIDED_MR_MODE`.
+pub const ENV_MR_MODE: &str = "ONESIDED_MR_MODE";
+/// `ONESIDED_FABRIC_ATOMICS`.
+pub const ENV_ATOMICS: &str = "ONESIDED_FABRIC_ATOMICS";
+/// `ONESIDED_PM`.
+pub const ENV_PM: &str = "ONESIDED_PM";
+
+/// A setting with a fixed set of names.
+trait Named: Copy + PartialEq + 'static {
+    /// Every value with its name; the first is the default.
+    const NAMES: &'static [(&'static str, Self)];
+
+    fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, v)| *v == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    /// The value named `s` (empty: the default), or MPI_ERR_ARG naming `var` and the accepted
+    /// names.
+    fn parse_named(var: &str, s: &str) -> Result<Self> {
+        if s.is_empty() {
+            return Ok(Self::NAMES[0].1);
+        }
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == s)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| {
+                let accepted: Vec<&str> = Self::NAMES.iter().map(|(n, _)| *n).collect();
+                Error::new(
+                    ErrorClass::Arg,
+                    format!("{var}={s:?}: accepted values are {}", accepted.join(", ")),
+                )
+            })
+    }
+}
+
+/// How targets are reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum TransportChoice {
+    /// Shared memory inside a node, the fabric between nodes.
+    #[default]
+    Auto,
+    /// The fabric for every target, this rank included.
+    Fabric,
+}
+
+impl Named for TransportChoice {
+    const NAMES: &'static [(&'static str, TransportChoice)] = &[
+        ("auto", TransportChoice::Auto),
+        ("fabric", TransportChoice::Fabric),
+    ];
+}
+
+/// The memory-registration modes requested from libfabric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum MrMode {
+    /// Every mode onesided honours; the provider picks.
+    #[default]
+    Provider,
+    /// Only the verbs provider's demands (LOCAL, VIRT_ADDR, ALLOCATED, PROV_KEY).
+    Verbs,
+}
+
+impl Named for MrMode {
+    const NAMES: &'static [(&'static str, MrMode)] =
+        &[("provider", MrMode::Provider), ("verbs", MrMode::Verbs)];
+}
+
+/// Where the fabric runs accumulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Atomics {
+    /// On the NIC for element types whose every operation the provider runs natively.
+    #[default]
+    Auto,
+    /// Every accumulate through the software emulation.
+    Software,
+}
+
+impl Named for Atomics {
+    const NAMES: &'static [(&'static str, Atomics)] =
+        &[("auto", Atomics::Auto), ("software", Atomics::Software)];
+}
+
+/// The process manager a rank joins its job through.
+///
+/// Detected in this order unless `ONESIDED_PM` (or [`Config::process_manager`]) names one:
+/// onesided's own launcher (`ONESIDED_RANK`); PMIx (`PMIX_NAMESPACE` and `PMIX_RANK`: Slurm's
+/// `srun --mpi=pmix`, Open MPI's `mpirun`, PRRTE's `prterun`); the PMI-1 wire protocol
+/// (`PMI_FD` or `PMI_PORT`: MPICH's hydra `mpiexec`, `srun --mpi=pmi2`); otherwise a world of
+/// size 1. Signs of a parallel launch without any of them (e.g. `srun -n 4` with no PMI plugin)
+/// fail instead of starting one world per process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProcessManager {
+    /// `onesided run`.
+    Onesided,
+    /// A PMIx server (through libpmix).
+    Pmix,
+    /// A PMI-1 server on an inherited socket or a port.
+    Pmi,
+    /// No process manager: a world of size 1.
+    Singleton,
+}
+
+impl Named for ProcessManager {
+    const NAMES: &'static [(&'static str, ProcessManager)] = &[
+        ("onesided", ProcessManager::Onesided),
+        ("pmix", ProcessManager::Pmix),
+        ("pmi", ProcessManager::Pmi),
+        ("singleton", ProcessManager::Singleton),
+    ];
+}
+
+impl ProcessManager {
+    /// The name `ONESIDED_PM` gives it.
+    pub fn name(self) -> &'static str {
+        Named::name(self)
+    }
+}
+
+impl TransportChoice {
+    /// Parses a `--transport` value or `ONESIDED_TRANSPORT` (empty: `auto`).
+    pub fn parse(s: &str) -> Result<TransportChoice> {
+        TransportChoice::parse_named(ENV_TRANSPORT, s)
+    }
+
+    /// The name, as `ONESIDED_TRANSPORT` takes it.
+    pub fn as_str(self) -> &'static str {
+        self.name()
+    }
+}
+
+/// The fabric settings of a configuration (what the fabric transport opens its domain with).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
+pub(crate) struct FabricConfig {
+    pub(crate) provider: Option<String>,
+    pub(crate) mr_mode: MrMode,
+    pub(crate) atomics: Atomics,
+}
+
+/// The configuration of this process: transport, fabric settings and process manager.
+///
+/// ```
+/// use onesided::{Config, TransportChoice};
+/// let config = Config::default()
+///     .transport(TransportChoice::Fabric)
+///     .provider(Some("tcp"));
+/// assert_eq!(config.to_string(), "transport=fabric provider=tcp mr_mode=provider atomics=auto pm=detect");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Config {
+    transport: TransportChoice,
+    fabric: FabricConfig,
+    pm: Option<ProcessManager>,
+}
+
+impl Config {
+    /// The configuration the environment gives (see the module docs); an unknown value is
+    /// MPI_ERR_ARG naming the variable and the accepted values.
+    pub fn from_env() -> Result<Config> {
+        Config::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Like [`Config::from_env`], reading variables through `var`.
+    pub(crate) fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let get = |k: &str| var(k).unwrap_or_default();
+        let provider = var(ENV_PROVIDER)
+            .or_else(|| var("FI_PROVIDER"))
+            .filter(|p| !p.is_empty());
+        Ok(Config {
+            transport: TransportChoice::parse_named(ENV_TRANSPORT, &get(ENV_TRANSPORT))?,
+            fabric: FabricConfig {
+                provider,
+                mr_mode: MrMode::parse_named(ENV_MR_MODE, &get(ENV_MR_MODE))?,
+                atomics: Atomics::parse_named(ENV_ATOMICS, &get(ENV_ATOMICS))?,
+            },
+            pm: match get(ENV_PM).as_str() {
+                "" => None,
+                s => Some(ProcessManager::parse_named(ENV_PM, s)?),
+            },
+        })
+    }
+
+    /// With targets reached as `t` says.
+    pub fn transport(mut self, t: TransportChoice) -> Config {
+        self.transport = t;
+        self
+    }
+
+    /// With the libfabric provider `p` (`None`: the first libfabric offers).
+    pub fn provider(mut self, p: Option<&str>) -> Config {
+        self.fabric.provider = p.map(str::to_owned);
+        self
+    }
+
+    /// With memory-registration mode `m`.
+    pub fn mr_mode(mut self, m: MrMode) -> Config {
+        self.fabric.mr_mode = m;
+        self
+    }
+
+    /// With accumulates on the fabric run as `a` says.
+    pub fn atomics(mut self, a: Atomics) -> Config {
+        self.fabric.atomics = a;
+        self
+    }
+
+    /// Joining the job through `pm` (`None`: detected).
+    pub fn process_manager(mut self, pm: Option<ProcessManager>) -> Config {
+        self.pm = pm;
+        self
+    }
+
+    /// How targets are reached.
+    pub fn transport_choice(&self) -> TransportChoice {
+        self.transport
+    }
+
+    /// The process manager asked for, if any.
+    pub fn requested_process_manager(&self) -> Option<ProcessManager> {
+        self.pm
+    }
+
+    pub(crate) fn fabric(&self) -> &FabricConfig {
+        &self.fabric
+    }
+
+    /// The settings every rank must share, to compare between ranks (the process manager is
+    /// shared by construction: the ranks found each other through it).
+    pub(crate) fn shared_settings(&self) -> String {
+        let full = self.to_string();
+        full.rsplit_once(" pm=")
+            .map_or(full.clone(), |(s, _)| s.to_owned())
+    }
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "transport={} provider={} mr_mode={} atomics={} pm={}",
+            self.transport.name(),
+            self.fabric.provider.as_deref().unwrap_or("any"),
+            self.fabric.mr_mode.name(),
+            self.fabric.atomics.name(),
+            self.pm.map_or("detect", ProcessManager::name),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn from(vars: &[(&str, &str)]) -> Result<Config> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_when_nothing_is_set() {
+        assert_eq!(from(&[]).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn every_setting_is_read() {
+        let c = from(&[
+            ("ONESIDED_TRANSPORT", "fabric"),
+            ("FI_PROVIDER", "tcp"),
+            ("ONESIDED_MR_MODE", "verbs"),
+            ("ONESIDED_FABRIC_ATOMICS", "software"),
+            ("ONESIDED_PM", "pmi"),
+        ])
+        .unwrap();
+        let built = Config::default()
+            .transport(TransportChoice::Fabric)
+            .provider(Some("tcp"))
+            .mr_mode(MrMode::Verbs)
+            .atomics(Atomics::Software)
+            .process_manager(Some(ProcessManager::Pmi));
+        assert_eq!(c, built);
+        assert_eq!(
+            c.to_string(),
+            "transport=fabric provider=tcp mr_mode=verbs atomics=software pm=pmi"
+        );
+    }
+
+    #[test]
+    fn onesided_provider_wins_over_fi_provider() {
+        let c = from(&[("FI_PROVIDER", "tcp"), ("ONESIDED_FABRIC_PROVIDER", "shm")]).unwrap();
+        assert_eq!(c.fabric().provider.as_deref(), Some("shm"));
+    }
+
+    #[test]
+    fn a_misspelt_value_names_the_accepted_ones() {
+        let e = from(&[("ONESIDED_TRANSPORT", "ucx")]).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Arg);
+        assert!(e.message().contains("ONESIDED_TRANSPORT=\"ucx\""), "{e}");
+        assert!(e.message().contains("auto, fabric"), "{e}");
+        for var in [ENV_MR_MODE, ENV_ATOMICS, ENV_PM] {
+            let e = from(&[(var, "nonsense")]).unwrap_err();
+            assert!(e.message().starts_with(var), "{e}");
+        }
+    }
+
+    #[test]
+    fn shared_settings_differ_exactly_when_they_should() {
+        let a = Config::default();
+        let pm = a.clone().process_manager(Some(ProcessManager::Pmix));
+        assert_eq!(a.shared_settings(), pm.shared_settings());
+        assert_eq!(
+            a.shared_settings(),
+            "transport=auto provider=any mr_mode=provider atomics=auto"
+        );
+        let b = a.clone().transport(TransportChoice::Fabric);
+        let c = a.clone().provider(Some("tcp"));
+        assert_ne!(a.shared_settings(), b.shared_settings());
+        assert_ne!(a.shared_settings(), c.shared_settings());
+        assert_eq!(
+            TransportChoice::parse("fabric").unwrap(),
+            TransportChoice::Fabric
+        );
+    }
+}
