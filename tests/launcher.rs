@@ -300,3 +300,44 @@ fn sigkilled_launcher_takes_its_ranks_along() {
     let (_, pids) = signal_launcher(SIGKILL);
     wait_gone(&pids);
 }
+
+/// A misspelt setting fails at `World::init`, naming the variable and the accepted values,
+/// instead of being noticed (or not) when a window is created. (The launcher stops the other
+/// ranks once the first fails, so not every rank need get to say so.)
+#[test]
+fn a_misspelt_setting_fails_at_init() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided"));
+    cmd.args(["run", "-n", "3", "--"])
+        .arg(example("stencil"))
+        .env("ONESIDED_TRANSPORT", "ucx");
+    let out = finish(cmd, Duration::from_secs(20));
+    assert!(!out.status.success(), "{}", out.stderr);
+    let said = "ONESIDED_TRANSPORT=\"ucx\": accepted values are auto, fabric";
+    assert!(out.stderr.contains(said), "{}", out.stderr);
+    assert!(!out.stdout.contains("stencil: ok"), "{}", out.stdout);
+}
+
+/// Ranks whose settings differ (here rank 1 alone forces the fabric) fail at `World::init`,
+/// naming the ranks and their settings: the settings are agreed once, at start-up.
+#[test]
+fn ranks_with_different_settings_fail_at_init() {
+    let script = "if [ \"$ONESIDED_RANK\" = 1 ]; then export ONESIDED_TRANSPORT=fabric; fi; \
+                  exec \"$0\"";
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided"));
+    cmd.args(["run", "-n", "2", "--", "sh", "-c", script])
+        .arg(example("stencil"))
+        .env("ONESIDED_TRANSPORT", "auto");
+    let out = finish(cmd, Duration::from_secs(20));
+    assert!(!out.status.success(), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the ranks' settings differ"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("rank 1: transport=fabric"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stdout.contains("stencil: ok"), "{}", out.stdout);
+}
