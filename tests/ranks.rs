@@ -540,8 +540,7 @@ fn later_job_removes_dead_fabric_segments(pm: Pm) -> Res {
         Some(2),
         &[],
         &harness::example_exe("stencil")?,
-    )
-    .map_err(|e| e.message().map_or_else(String::new, str::to_owned))?;
+    )?;
     let out = harness::run(cmd, harness::JOB_TIMEOUT)?;
     let left = Path::new(&dead).exists();
     let _ = std::fs::remove_file(&dead);
@@ -577,7 +576,7 @@ fn job(
     n: Option<usize>,
     launch: &[&str],
     program: &Path,
-) -> Result<Command, Failed> {
+) -> Result<Command, String> {
     let mut cmd = match n {
         Some(n) => pm.command(n, launch, program)?,
         None => harness::direct(program),

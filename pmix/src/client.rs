@@ -2,54 +2,25 @@
 
 use crate::error::{PmixError, check};
 use crate::sys;
-use std::ffi::{CStr, CString, c_char, c_void};
+use crate::value::{self, Got, c_key, c_text, header_key, own_key};
+use std::ffi::{CStr, CString, c_void};
 use std::ptr;
 
-/// `PMIX_RANK_WILDCARD` (`UINT32_MAX-1` in pmix_common.h, which bindgen cannot evaluate): every
-/// rank of a namespace.
+/// `PMIX_RANK_WILDCARD`, every rank of a namespace: `UINT32_MAX-1` in pmix_common.h, an
+/// expression bindgen does not evaluate.
 pub(crate) const RANK_WILDCARD: u32 = u32::MAX - 1;
-/// `PMIX_RANK_UNDEF` (`UINT32_MAX`): no particular rank.
+/// `PMIX_RANK_UNDEF`, no particular rank: `UINT32_MAX` in pmix_common.h.
 pub(crate) const RANK_UNDEF: u32 = u32::MAX;
-/// Longest key, without its NUL.
-const MAX_KEYLEN: usize = sys::PMIX_MAX_KEYLEN as usize;
 
-/// The text of a NUL-terminated C array, such as a namespace.
-pub(crate) fn c_text(chars: &[c_char]) -> String {
-    let bytes: Vec<u8> = chars
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
+const JOB_SIZE: &CStr = header_key(sys::PMIX_JOB_SIZE);
+const LOCAL_PEERS: &CStr = header_key(sys::PMIX_LOCAL_PEERS);
+const COLLECT_DATA: &CStr = header_key(sys::PMIX_COLLECT_DATA);
 
-/// A key as PMIx takes it: at most `PMIX_MAX_KEYLEN` bytes, no NUL inside.
-fn c_key(call: &'static str, key: &str) -> Result<CString, PmixError> {
-    if key.len() > MAX_KEYLEN {
-        return Err(PmixError::detail(
-            call,
-            format!("key {key:?} longer than {MAX_KEYLEN} bytes"),
-        ));
-    }
-    CString::new(key).map_err(|_| PmixError::detail(call, format!("key {key:?} holds a NUL")))
-}
-
-/// A value PMIx_Get handed over, released on drop.
-struct Got(*mut sys::pmix_value_t);
-
-impl Drop for Got {
-    fn drop(&mut self) {
-        // SAFETY: the pointer came from PMIx_Get, which allocates it with malloc for the caller
-        // to release as PMIX_VALUE_RELEASE does: destruct the contents, then free.
-        unsafe {
-            sys::PMIx_Value_destruct(self.0);
-            libc::free(self.0.cast());
-        }
-    }
-}
-
-/// This process's connection to its PMIx server: `PMIx_Init` on [`Client::init`],
-/// `PMIx_Finalize` on drop. `Send` and `Sync`: PMIx client calls are thread-safe.
+/// This process's connection to its PMIx server (Slurm's `srun --mpi=pmix`, Open MPI's
+/// `mpirun`, PRRTE's `prterun`): `PMIx_Init` on [`Client::init`], `PMIx_Finalize` on drop.
+///
+/// `Send` and `Sync`: PMIx client calls are thread-safe (the library serializes them onto its
+/// progress thread), so one client may be shared by every thread of the process.
 #[derive(Debug)]
 pub struct Client {
     me: sys::pmix_proc_t,
@@ -58,11 +29,16 @@ pub struct Client {
 
 impl Client {
     /// Connects to the PMIx server this process was started under (`PMIx_Init`).
+    ///
+    /// Started without one (no `PMIX_*` variables from a launcher), PMIx 4.2 finds no server to
+    /// connect to and this fails with `PMIX_ERR_UNREACH`; it does not become a singleton.
     pub fn init() -> Result<Client, PmixError> {
         let mut me = sys::pmix_proc_t::default();
-        // SAFETY: `me` is a valid out-parameter; no info array is passed.
-        check("PMIx_Init", unsafe {
-            sys::PMIx_Init(&raw mut me, ptr::null_mut(), 0)
+        crate::event::lifecycle(|| {
+            // SAFETY: `me` is a valid out-parameter; no info array is passed.
+            check("PMIx_Init", unsafe {
+                sys::PMIx_Init(&raw mut me, ptr::null_mut(), 0)
+            })
         })?;
         let namespace = c_text(&me.nspace);
         Ok(Client { me, namespace })
@@ -79,19 +55,19 @@ impl Client {
     }
 
     /// The process `rank` of this namespace.
-    pub(crate) fn peer(&self, rank: u32) -> sys::pmix_proc_t {
+    fn peer(&self, rank: u32) -> sys::pmix_proc_t {
         sys::pmix_proc_t {
             nspace: self.me.nspace,
             rank,
         }
     }
 
-    /// `PMIx_Get` of `key` (NUL-terminated) about process `rank`.
+    /// `PMIx_Get` of `key` about process `rank` of this namespace.
     fn get_value(&self, rank: u32, key: &CStr) -> Result<Got, PmixError> {
         let peer = self.peer(rank);
         let mut value: *mut sys::pmix_value_t = ptr::null_mut();
         // SAFETY: `peer` and `key` are valid for the call; on success PMIx stores a value it
-        // allocated in `value`, which `Got` releases.
+        // allocated in `value`.
         check("PMIx_Get", unsafe {
             sys::PMIx_Get(
                 &raw const peer,
@@ -101,39 +77,69 @@ impl Client {
                 &raw mut value,
             )
         })?;
-        if value.is_null() {
-            return Err(PmixError::detail("PMIx_Get", "no value returned".into()));
-        }
-        Ok(Got(value))
+        // SAFETY: PMIx_Get succeeded, so `value` is null or its allocation, handed to us.
+        unsafe { Got::new(value) }
+            .ok_or_else(|| PmixError::detail("PMIx_Get", format!("{key:?}: no value returned")))
     }
 
     /// The number of processes of this namespace (`PMIX_JOB_SIZE`).
     pub fn job_size(&self) -> Result<u32, PmixError> {
-        let key = CStr::from_bytes_with_nul(sys::PMIX_JOB_SIZE).unwrap_or_default();
-        let got = self.get_value(RANK_WILDCARD, key)?;
-        // SAFETY: `got.0` is a valid value from PMIx_Get; its union is read as the type it says.
-        unsafe {
-            match u32::from((*got.0).type_) {
-                sys::PMIX_UINT32 => Ok((*got.0).data.uint32),
-                t => Err(PmixError::detail(
-                    "PMIx_Get",
-                    format!("job size of data type {t}, not uint32"),
-                )),
-            }
+        let got = self.get_value(RANK_WILDCARD, JOB_SIZE)?;
+        let v = got.value();
+        match value::data_type(v) {
+            // SAFETY: the type says the union holds a uint32.
+            sys::PMIX_UINT32 => Ok(unsafe { v.data.uint32 }),
+            t => Err(PmixError::detail(
+                "PMIx_Get",
+                format!("{JOB_SIZE:?} of data type {t}, not uint32"),
+            )),
         }
+    }
+
+    /// The ranks of this namespace on this node, this one included (`PMIX_LOCAL_PEERS`, which
+    /// PMIx gives as a comma-separated string).
+    pub fn local_peers(&self) -> Result<Vec<u32>, PmixError> {
+        let got = self.get_value(RANK_WILDCARD, LOCAL_PEERS)?;
+        let v = got.value();
+        let not_string = || {
+            PmixError::detail(
+                "PMIx_Get",
+                format!(
+                    "{LOCAL_PEERS:?} of data type {}, not string",
+                    value::data_type(v)
+                ),
+            )
+        };
+        if value::data_type(v) != sys::PMIX_STRING {
+            return Err(not_string());
+        }
+        // SAFETY: `v` is PMIx_Get's value, alive while `got` is.
+        let list = unsafe { value::bytes(v) }.ok_or_else(not_string)?;
+        let list = String::from_utf8_lossy(&list);
+        list.split(',')
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(|r| {
+                r.parse().map_err(|_| {
+                    PmixError::detail("PMIx_Get", format!("{LOCAL_PEERS:?} reads {list:?}"))
+                })
+            })
+            .collect()
     }
 
     /// Publishes `value` under `key` to every process of the job (`PMIx_Put` with
     /// `PMIX_GLOBAL`, as a byte object); visible to them after [`Client::commit`] and a fence.
+    /// A key longer than `PMIX_MAX_KEYLEN` bytes is an error, not truncated, and so is a key
+    /// beginning with "pmix": PMIx reserves those for its own attributes.
     pub fn put(&self, key: &str, value: &[u8]) -> Result<(), PmixError> {
-        let key = c_key("PMIx_Put", key)?;
+        let key = own_key("PMIx_Put", key)?;
         let bo = sys::pmix_byte_object_t {
             bytes: value.as_ptr().cast_mut().cast(),
             size: value.len(),
         };
         let mut v = sys::pmix_value_t::default();
         // SAFETY: PMIx_Value_load copies the `size` bytes `bo` points to (borrowed from `value`
-        // for the call) into `v`.
+        // for the call, never written) into `v`.
         check("PMIx_Value_load", unsafe {
             sys::PMIx_Value_load(
                 &raw mut v,
@@ -141,7 +147,7 @@ impl Client {
                 sys::PMIX_BYTE_OBJECT as sys::pmix_data_type_t,
             )
         })?;
-        // SAFETY: `key` and `v` are valid; PMIx copies what it keeps.
+        // SAFETY: `key` and `v` are valid for the call; PMIx copies what it keeps.
         let put = check("PMIx_Put", unsafe {
             sys::PMIx_Put(
                 sys::PMIX_GLOBAL as sys::pmix_scope_t,
@@ -160,18 +166,18 @@ impl Client {
         check("PMIx_Commit", unsafe { sys::PMIx_Commit() })
     }
 
-    /// Waits until every process of the namespace has entered the fence (`PMIx_Fence`); with
-    /// `collect`, what they committed is brought to every node, so later gets are local.
+    /// Waits until every process of the namespace has entered the fence (`PMIx_Fence` over
+    /// `PMIX_RANK_WILDCARD`); with `collect` (`PMIX_COLLECT_DATA`), what they committed is
+    /// brought to every node, so later gets are local.
     pub fn fence(&self, collect: bool) -> Result<(), PmixError> {
         let all = self.peer(RANK_WILDCARD);
         let mut info = sys::pmix_info_t::default();
-        let key = CStr::from_bytes_with_nul(sys::PMIX_COLLECT_DATA).unwrap_or_default();
         // SAFETY: `info` is a zeroed pmix_info_t (type PMIX_UNDEF, as PMIX_INFO_CONSTRUCT
         // makes it); PMIx_Info_load copies the key and the bool.
         check("PMIx_Info_load", unsafe {
             sys::PMIx_Info_load(
                 &raw mut info,
-                key.as_ptr(),
+                COLLECT_DATA.as_ptr(),
                 (&raw const collect).cast::<c_void>(),
                 sys::PMIX_BOOL as sys::pmix_data_type_t,
             )
@@ -185,36 +191,43 @@ impl Client {
         fenced
     }
 
-    /// The value process `rank` of this namespace put under `key` (a byte object, or a string
-    /// as its bytes).
+    /// The value process `rank` of this namespace put under `key`: a byte object, or a string
+    /// as its bytes; a value of any other type is an error.
     pub fn get(&self, rank: u32, key: &str) -> Result<Vec<u8>, PmixError> {
         let key = c_key("PMIx_Get", key)?;
         let got = self.get_value(rank, &key)?;
-        // SAFETY: `got.0` is a valid value from PMIx_Get; its union is read as the type it
-        // says, and the byte object's or string's memory is PMIx's, alive until `got` drops.
-        unsafe {
-            let v = &*got.0;
-            match u32::from(v.type_) {
-                sys::PMIX_BYTE_OBJECT if v.data.bo.size == 0 => Ok(Vec::new()),
-                sys::PMIX_BYTE_OBJECT if !v.data.bo.bytes.is_null() => {
-                    let bytes = v.data.bo.bytes.cast::<u8>();
-                    Ok(std::slice::from_raw_parts(bytes, v.data.bo.size).to_vec())
-                }
-                sys::PMIX_STRING if !v.data.string.is_null() => {
-                    Ok(CStr::from_ptr(v.data.string).to_bytes().to_vec())
-                }
-                t => Err(PmixError::detail(
-                    "PMIx_Get",
-                    format!("{key:?} of rank {rank} has data type {t}, not bytes"),
-                )),
-            }
-        }
+        // SAFETY: `got` is PMIx_Get's value, alive for the call.
+        unsafe { value::bytes(got.value()) }.ok_or_else(|| {
+            PmixError::detail(
+                "PMIx_Get",
+                format!(
+                    "{key:?} of rank {rank} has data type {}, not bytes",
+                    value::data_type(got.value())
+                ),
+            )
+        })
+    }
+
+    /// Asks the server to abort every process of this namespace, this one included, with exit
+    /// status `status` and message `msg` (`PMIx_Abort` with no proc array). Under a launcher
+    /// that honours it, the call does not return.
+    pub fn abort(&self, status: i32, msg: &str) -> Result<(), PmixError> {
+        let msg = CString::new(msg)
+            .map_err(|_| PmixError::detail("PMIx_Abort", format!("message {msg:?} holds a NUL")))?;
+        // SAFETY: `msg` is NUL-terminated and alive for the call; a null proc array means the
+        // whole namespace.
+        check("PMIx_Abort", unsafe {
+            sys::PMIx_Abort(status, msg.as_ptr(), ptr::null_mut(), 0)
+        })
     }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
-        // SAFETY: the client was initialized by PMIx_Init; no info array is passed.
-        unsafe { sys::PMIx_Finalize(ptr::null(), 0) };
+        crate::event::lifecycle(|| {
+            // SAFETY: this client's PMIx_Init succeeded and is finalized once, here; no info
+            // array is passed.
+            unsafe { sys::PMIx_Finalize(ptr::null(), 0) };
+        });
     }
 }

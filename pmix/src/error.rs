@@ -15,18 +15,11 @@ pub struct PmixError {
 impl PmixError {
     /// The error of `call`, which returned `status`.
     pub(crate) fn new(call: &'static str, status: i32) -> PmixError {
-        // SAFETY: PMIx_Error_string returns a pointer to a static NUL-terminated string (or
-        // NULL), for any status value.
-        let text = unsafe { sys::PMIx_Error_string(status) };
-        let text = if text.is_null() {
-            "unknown status".to_owned()
-        } else {
-            // SAFETY: non-null, NUL-terminated and static, as above.
-            unsafe { CStr::from_ptr(text) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        PmixError { call, status, text }
+        PmixError {
+            call,
+            status,
+            text: status_text(status),
+        }
     }
 
     /// An error of `call` found on our side (a value of the wrong type, a key too long).
@@ -54,6 +47,20 @@ impl fmt::Display for PmixError {
 }
 
 impl std::error::Error for PmixError {}
+
+/// PMIx's name for `status` (`PMIx_Error_string`), such as "PROC-ABORTED-BY-SIG".
+pub(crate) fn status_text(status: sys::pmix_status_t) -> String {
+    // SAFETY: PMIx_Error_string takes any status value and returns a pointer to a static
+    // NUL-terminated string, or NULL.
+    let text = unsafe { sys::PMIx_Error_string(status) };
+    if text.is_null() {
+        return "unknown status".to_owned();
+    }
+    // SAFETY: non-null, NUL-terminated and static, as above.
+    unsafe { CStr::from_ptr(text) }
+        .to_string_lossy()
+        .into_owned()
+}
 
 /// `Ok` if `status` is PMIX_SUCCESS, else the error of `call`.
 pub(crate) fn check(call: &'static str, status: sys::pmix_status_t) -> Result<(), PmixError> {

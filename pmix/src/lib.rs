@@ -2,11 +2,20 @@
 //!
 //! Everything that touches PMIx's C API lives here, each `unsafe` block with the reason it is
 //! sound. [`Client`] is this process's connection to its PMIx server (Slurm's `srun
-//! --mpi=pmix`, Open MPI's `mpirun`, PRRTE's `prterun`): rank and namespace, the job size, and
-//! the key-value exchange of wire-up (put, commit, fence with data collection, get), plus
-//! notification of failed processes.
+//! --mpi=pmix`, Open MPI's `mpirun`, PRRTE's `prterun`):
 //!
-//! Built only when libpmix was found (cfg `have_pmix`); see `build.rs`.
+//! - who we are: [`Client::namespace`], [`Client::rank`], [`Client::job_size`] and the ranks
+//!   on this node, [`Client::local_peers`];
+//! - the key-value exchange of wire-up: [`Client::put`] (global scope, byte objects),
+//!   [`Client::commit`], [`Client::fence`] (optionally collecting the data, so later gets are
+//!   local) and [`Client::get`];
+//! - [`Client::abort`] of the whole namespace, and [`Client::on_failure`], a callback for the
+//!   failure events of other processes ([`Failure`]).
+//!
+//! Errors are [`PmixError`]s: the call, its status and PMIx's name for the status.
+//!
+//! Built only when libpmix was found (cfg `have_pmix`); see `build.rs`. [`BUILT_WITH`] says
+//! which version, if any.
 
 #[cfg(have_pmix)]
 mod client;
@@ -16,6 +25,8 @@ mod error;
 mod event;
 #[cfg(have_pmix)]
 mod sys;
+#[cfg(have_pmix)]
+mod value;
 
 #[cfg(have_pmix)]
 pub use client::Client;

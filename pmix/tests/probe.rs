@@ -1,46 +1,19 @@
-//! The PMIx client against a real PMIx server: Open MPI's `mpirun`.
+//! The PMIx client against a real PMIx server, Open MPI's `mpirun`, through the
+//! `pmix_probe` example (which `cargo test` builds next to this test; `cargo test --test probe`
+//! alone does not rebuild it): three ranks exchange keys; an abort ends the job with its
+//! status; a lost server reaches every rank's failure callback; a peer killed by a signal
+//! leaves the others able to finish. Without a server, `Client::init` fails cleanly.
 //!
-//! This executable plays two parts. Started by `cargo test`, it runs itself under
-//! `mpirun -np 3` and checks that every rank reports; then runs itself without a server and
-//! checks that `Client::init` fails instead of hanging. Started with `PROBE_RANK=1` (by the
-//! first part), it is a rank: init, job size, put/commit/fence/get of every rank's key, the
-//! failure handler, finalize; it prints `probe ok rank R/N` or the error.
-//!
-//! Where mpirun or libpmix is missing the test says so and passes, unless
-//! `ONESIDED_REQUIRE_PMIX=1`.
+//! Where libpmix, the example or `mpirun.openmpi` is missing, a test says why and passes,
+//! unless `ONESIDED_REQUIRE_PMIX=1`.
 
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
-#[cfg(have_pmix)]
-fn rank() -> Result<String, String> {
-    let client = onesided_pmix::Client::init().map_err(|e| e.to_string())?;
-    let step = |r: Result<(), onesided_pmix::PmixError>| r.map_err(|e| e.to_string());
-    let (rank, size) = (client.rank(), client.job_size().map_err(|e| e.to_string())?);
-    step(client.put("probe", format!("from {rank}").as_bytes()))?;
-    step(client.commit())?;
-    step(client.fence(true))?;
-    for r in 0..size {
-        let got = client.get(r, "probe").map_err(|e| e.to_string())?;
-        if got != format!("from {r}").as_bytes() {
-            return Err(format!("rank {r}'s value reads {got:?}"));
-        }
-    }
-    if client.get(rank, "never put").is_ok() {
-        return Err("a key nobody put has a value".into());
-    }
-    step(client.on_failure(|f| eprintln!("probe: failure {f:?}")))?;
-    step(client.fence(false))?;
-    Ok(format!(
-        "probe ok rank {rank}/{size} namespace {}",
-        client.namespace()
-    ))
-}
+const MPIRUN: &str = "mpirun.openmpi";
 
-#[cfg(not(have_pmix))]
-fn rank() -> Result<String, String> {
-    Err("built without PMIx".into())
-}
-
+/// Why a test cannot run here; fails instead under `ONESIDED_REQUIRE_PMIX=1`.
 fn skip(why: &str) {
     assert!(
         std::env::var("ONESIDED_REQUIRE_PMIX").as_deref() != Ok("1"),
@@ -49,62 +22,243 @@ fn skip(why: &str) {
     eprintln!("pmix probe: skipped: {why}");
 }
 
-fn main() {
-    if std::env::var_os("PROBE_RANK").is_some() {
-        match rank() {
-            Ok(line) => println!("{line}"),
-            Err(e) => {
-                println!("probe failed: {e}");
-                std::process::exit(1);
-            }
-        }
-        return;
-    }
+/// The `pmix_probe` example, when the crate has PMIx and the example is built.
+fn probe() -> Option<PathBuf> {
     if onesided_pmix::BUILT_WITH.is_none() {
-        return skip("built without libpmix");
+        skip("onesided-pmix was built without libpmix");
+        return None;
     }
-    let exe = std::env::current_exe().expect("this executable");
-    let alone = Command::new(&exe)
-        .env("PROBE_RANK", "1")
-        .env_remove("PMIX_NAMESPACE")
-        .env_remove("PMIX_RANK")
+    let exe = std::env::current_exe().expect("this test's path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let probe = dir.join("examples").join("pmix_probe");
+    if probe.exists() {
+        return Some(probe);
+    }
+    skip(&format!("{} is not built", probe.display()));
+    None
+}
+
+/// The probe, and that mpirun runs here.
+fn probe_and_mpirun() -> Option<PathBuf> {
+    let probe = probe()?;
+    let found = Command::new(MPIRUN)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match found {
+        Ok(s) if s.success() => Some(probe),
+        Ok(s) => {
+            skip(&format!("{MPIRUN} --version: {s}"));
+            None
+        }
+        Err(e) => {
+            skip(&format!("cannot run {MPIRUN}: {e}"));
+            None
+        }
+    }
+}
+
+/// A fresh directory for one test's files, removed when the test passes.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("pmix-probe-{name}-{}", std::process::id()));
+    drop(std::fs::remove_dir_all(&dir));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// What a finished command did.
+struct Ran {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cmd` with its output in `dir`; a command still running after `limit` is killed and
+/// the test fails.
+fn run(mut cmd: Command, dir: &Path, limit: Duration) -> Ran {
+    let (out, err) = (dir.join("stdout"), dir.join("stderr"));
+    let mut child = cmd
         .stdin(Stdio::null())
-        .output()
-        .expect("running the probe alone");
-    let said = String::from_utf8_lossy(&alone.stdout);
-    assert!(
-        !alone.status.success() && said.contains("PMIx_Init"),
-        "without a server PMIx_Init must fail: {said}"
-    );
-    let launched = Command::new("mpirun.openmpi")
-        .args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-        ])
-        .args(["-np", "3"])
-        .arg(&exe)
-        .env("PROBE_RANK", "1")
-        .stdin(Stdio::null())
-        .output();
-    let out = match launched {
-        Ok(out) => out,
-        Err(e) => return skip(&format!("cannot run mpirun.openmpi: {e}")),
+        .stdout(std::fs::File::create(&out).expect("stdout file"))
+        .stderr(std::fs::File::create(&err).expect("stderr file"))
+        .spawn()
+        .expect("starting the command");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the command") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            drop(child.kill());
+            drop(child.wait());
+            panic!("{cmd:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
     };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "mpirun: {}\n{text}\n{err}",
-        out.status
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    Ran {
+        status,
+        stdout: read(&out),
+        stderr: read(&err),
+    }
+}
+
+/// `mpirun.openmpi -np 3` of the probe with `args`.
+fn mpirun(probe: &Path, extra: &[&str], args: &[&str]) -> Command {
+    let mut cmd = Command::new(MPIRUN);
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+    ])
+    .args(extra)
+    .args(["-np", "3"])
+    .arg(probe)
+    .args(args);
+    cmd
+}
+
+#[cfg(have_pmix)]
+#[test]
+fn the_client_may_be_shared_between_threads() {
+    fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<onesided_pmix::Client>();
+}
+
+#[test]
+fn init_fails_without_a_server() {
+    let Some(probe) = probe() else { return };
+    let dir = scratch("alone");
+    let mut cmd = Command::new(&probe);
+    for (var, _) in std::env::vars_os() {
+        let var = var.to_string_lossy().into_owned();
+        if var.starts_with("PMIX_") || var.starts_with("OMPI_") {
+            cmd.env_remove(var);
+        }
+    }
+    let ran = run(cmd, &dir, Duration::from_secs(30));
+    println!("alone: {} {}", ran.status, ran.stdout.trim());
+    assert_eq!(
+        ran.status.code(),
+        Some(1),
+        "the probe must exit 1 (no signal): {}\n{}",
+        ran.stdout,
+        ran.stderr
     );
+    assert!(
+        ran.stdout.contains("pmix_probe: PMIx_Init: "),
+        "PMIx_Init must fail: {}",
+        ran.stdout
+    );
+    drop(std::fs::remove_dir_all(&dir));
+}
+
+#[test]
+fn three_ranks_under_mpirun() {
+    let Some(probe) = probe_and_mpirun() else {
+        return;
+    };
+    let dir = scratch("three");
+    let ran = run(mpirun(&probe, &[], &[]), &dir, Duration::from_secs(120));
+    let all = format!("{}\n{}", ran.stdout, ran.stderr);
+    assert!(ran.status.success(), "{MPIRUN}: {}\n{all}", ran.status);
     for r in 0..3 {
-        let ok = format!("probe ok rank {r}/3 ");
         assert!(
-            text.contains(&ok),
-            "rank {r} did not report:\n{text}\n{err}"
+            ran.stdout
+                .contains(&format!("pmix_probe rank {r}: namespace ")),
+            "rank {r} did not say who it is:\n{all}"
+        );
+        assert!(
+            ran.stdout.contains(&format!("pmix_probe ok rank {r}/3\n")),
+            "rank {r} did not report:\n{all}"
         );
     }
-    println!("pmix probe: 3 ranks under mpirun.openmpi: ok");
+    print!("{}", ran.stdout);
+    drop(std::fs::remove_dir_all(&dir));
+}
+
+#[test]
+fn abort_ends_the_job_with_its_status() {
+    let Some(probe) = probe_and_mpirun() else {
+        return;
+    };
+    let dir = scratch("abort");
+    let ran = run(
+        mpirun(&probe, &[], &["--abort", "1"]),
+        &dir,
+        Duration::from_secs(120),
+    );
+    let all = format!("{}\n{}", ran.stdout, ran.stderr);
+    assert_eq!(
+        ran.status.code(),
+        Some(3),
+        "{MPIRUN}: {}\n{all}",
+        ran.status
+    );
+    assert!(!all.contains("not aborted"), "{all}");
+    drop(std::fs::remove_dir_all(&dir));
+}
+
+#[test]
+fn lost_server_reaches_every_rank() {
+    let Some(probe) = probe_and_mpirun() else {
+        return;
+    };
+    let dir = scratch("lose");
+    let reports = dir.to_str().expect("utf-8 scratch path");
+    let ran = run(
+        mpirun(&probe, &[], &["--lose-server", reports]),
+        &dir,
+        Duration::from_secs(120),
+    );
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    for r in 0..3 {
+        let report = dir.join(format!("rank.{r}"));
+        while !report.exists() && start.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let line = std::fs::read_to_string(&report).unwrap_or_default();
+        assert!(
+            line.contains(&format!("rank {r} saw Failure {{ rank: None, status: -61,")),
+            "rank {r} reported {line:?} (mpirun: {})\n{}\n{}",
+            ran.status,
+            ran.stdout,
+            ran.stderr
+        );
+        seen.push(line);
+    }
+    print!("{}", seen.concat());
+    drop(std::fs::remove_dir_all(&dir));
+}
+
+#[test]
+fn killed_peer_leaves_the_others_able_to_finish() {
+    let Some(probe) = probe_and_mpirun() else {
+        return;
+    };
+    let dir = scratch("kill");
+    let ran = run(
+        mpirun(&probe, &["--enable-recovery"], &["--kill", "2"]),
+        &dir,
+        Duration::from_secs(120),
+    );
+    let all = format!("{}\n{}", ran.stdout, ran.stderr);
+    for r in 0..2 {
+        let no_failure = format!("pmix_probe rank {r} saw no failure\n");
+        let failure = format!("pmix_probe rank {r} saw Failure {{ rank: Some(2),");
+        assert!(
+            ran.stdout.contains(&no_failure) || ran.stdout.contains(&failure),
+            "rank {r} saw something else:\n{all}"
+        );
+        assert!(
+            ran.stdout.contains(&format!("pmix_probe ok rank {r}/3\n")),
+            "rank {r} did not finish:\n{all}"
+        );
+    }
+    print!("{all}");
+    drop(std::fs::remove_dir_all(&dir));
 }
