@@ -13,9 +13,11 @@
 //! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands (to run the strict paths on a lenient provider) |
 //! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software` | NIC atomics where the provider runs every accumulate of a type natively, or the emulation for all |
 //! | `ONESIDED_PM` | `onesided`, `pmix`, `pmi`, `singleton` | the process manager; unset: detected (see [`ProcessManager`]) |
+//! | `ONESIDED_FAILURE_TIMEOUT` | seconds, 1 to 3600 (default 10) | how long a rank on another node may be silent (its host gone without closing its connections) before waits on it end with MPI_ERR_PROC_FAILED; a process that dies is noticed at once |
 
 use crate::error::{Error, ErrorClass, Result};
 use std::fmt;
+use std::time::Duration;
 
 /// `ONESIDED_TRANSPORT`.
 pub const ENV_TRANSPORT: &str = "ONESIDED_TRANSPORT";
@@ -27,6 +29,12 @@ pub const ENV_MR_MODE: &str = "ONESIDED_MR_MODE";
 pub const ENV_ATOMICS: &str = "ONESIDED_FABRIC_ATOMICS";
 /// `ONESIDED_PM`.
 pub const ENV_PM: &str = "ONESIDED_PM";
+/// `ONESIDED_FAILURE_TIMEOUT`.
+pub const ENV_FAILURE_TIMEOUT: &str = "ONESIDED_FAILURE_TIMEOUT";
+/// The default of [`Config::failure_timeout`].
+pub const DEFAULT_FAILURE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The range [`Config::failure_timeout`] accepts, in seconds.
+const FAILURE_TIMEOUT_SECS: std::ops::RangeInclusive<u64> = 1..=3600;
 
 /// A setting with a fixed set of names.
 trait Named: Copy + PartialEq + 'static {
@@ -172,11 +180,23 @@ pub(crate) struct FabricConfig {
 ///     .provider(Some("tcp"));
 /// assert_eq!(config.to_string(), "transport=fabric provider=tcp mr_mode=provider atomics=auto pm=detect");
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     transport: TransportChoice,
     fabric: FabricConfig,
     pm: Option<ProcessManager>,
+    failure_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            transport: TransportChoice::default(),
+            fabric: FabricConfig::default(),
+            pm: None,
+            failure_timeout: DEFAULT_FAILURE_TIMEOUT,
+        }
+    }
 }
 
 impl Config {
@@ -203,7 +223,23 @@ impl Config {
                 "" => None,
                 s => Some(ProcessManager::parse_named(ENV_PM, s)?),
             },
+            failure_timeout: match get(ENV_FAILURE_TIMEOUT).as_str() {
+                "" => DEFAULT_FAILURE_TIMEOUT,
+                s => parse_timeout(s)?,
+            },
         })
+    }
+
+    /// With ranks on other nodes that stay silent for `t` (rounded to whole seconds, 1 s to an
+    /// hour) counted as failed. MPI_ERR_ARG outside that range.
+    pub fn failure_timeout(mut self, t: Duration) -> Result<Config> {
+        self.failure_timeout = parse_timeout(&t.as_secs().to_string())?;
+        Ok(self)
+    }
+
+    /// How long a rank on another node may stay silent before it counts as failed.
+    pub fn failure_timeout_value(&self) -> Duration {
+        self.failure_timeout
     }
 
     /// With targets reached as `t` says.
@@ -256,6 +292,21 @@ impl Config {
         let full = self.to_string();
         full.rsplit_once(" pm=")
             .map_or(full.clone(), |(s, _)| s.to_owned())
+    }
+}
+
+/// A failure timeout in whole seconds within [`FAILURE_TIMEOUT_SECS`].
+fn parse_timeout(s: &str) -> Result<Duration> {
+    match s.trim().parse::<u64>() {
+        Ok(secs) if FAILURE_TIMEOUT_SECS.contains(&secs) => Ok(Duration::from_secs(secs)),
+        _ => Err(Error::new(
+            ErrorClass::Arg,
+            format!(
+                "{ENV_FAILURE_TIMEOUT}={s:?}: accepted values are whole seconds from {} to {}",
+                FAILURE_TIMEOUT_SECS.start(),
+                FAILURE_TIMEOUT_SECS.end()
+            ),
+        )),
     }
 }
 
@@ -330,6 +381,31 @@ mod tests {
             let e = from(&[(var, "nonsense")]).unwrap_err();
             assert!(e.message().starts_with(var), "{e}");
         }
+    }
+
+    #[test]
+    fn failure_timeout_is_read_and_bounded() {
+        assert_eq!(
+            from(&[]).unwrap().failure_timeout_value(),
+            Duration::from_secs(10)
+        );
+        let c = from(&[(ENV_FAILURE_TIMEOUT, "3")]).unwrap();
+        assert_eq!(c.failure_timeout_value(), Duration::from_secs(3));
+        assert_eq!(
+            c,
+            Config::default()
+                .failure_timeout(Duration::from_secs(3))
+                .unwrap()
+        );
+        for bad in ["0", "3601", "2.5", "soon"] {
+            let e = from(&[(ENV_FAILURE_TIMEOUT, bad)]).unwrap_err();
+            assert_eq!(e.class(), ErrorClass::Arg);
+            assert!(e.message().contains("from 1 to 3600"), "{e}");
+        }
+        let e = Config::default()
+            .failure_timeout(Duration::ZERO)
+            .unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Arg);
     }
 
     #[test]

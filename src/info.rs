@@ -3,6 +3,8 @@
 //! # MPI-4.1: 10 (info objects), 12.2.1 (window info keys)
 
 use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::layout::PAGE;
+use onesided_shm::segment::MAX_ALIGN;
 use std::collections::BTreeMap;
 
 /// A set of (key, value) hints. Unknown keys are ignored, as MPI requires.
@@ -46,6 +48,24 @@ impl Info {
             )),
         }
     }
+
+    /// The alignment asked for by `mpi_minimum_memory_alignment` (1 when absent): a power of
+    /// two up to 1 GiB, else MPI_ERR_INFO.
+    ///
+    /// # MPI-4.1: 9.2 (MPI_ALLOC_MEM), 12.2.2, 12.2.3
+    pub(crate) fn alignment(&self) -> Result<usize> {
+        const KEY: &str = "mpi_minimum_memory_alignment";
+        let Some(v) = self.get(KEY) else {
+            return Ok(1);
+        };
+        match v.trim().parse::<usize>() {
+            Ok(a) if a.is_power_of_two() && a <= MAX_ALIGN => Ok(a),
+            _ => Err(Error::new(
+                ErrorClass::Info,
+                format!("info key {KEY} takes a power of two up to {MAX_ALIGN}, not {v:?}"),
+            )),
+        }
+    }
 }
 
 /// The window info keys onesided acts on, parsed once at creation.
@@ -55,6 +75,8 @@ pub(crate) struct WinHints {
     pub noncontig: bool,
     pub same_size: bool,
     pub same_disp_unit: bool,
+    /// `mpi_minimum_memory_alignment`: the alignment asked for this rank's memory (1: none).
+    pub alignment: usize,
 }
 
 impl WinHints {
@@ -64,14 +86,22 @@ impl WinHints {
             noncontig: info.flag("alloc_shared_noncontig", false)?,
             same_size: info.flag("same_size", false)?,
             same_disp_unit: info.flag("same_disp_unit", false)?,
+            alignment: info.alignment()?,
         })
     }
 
-    /// Every supported key with the value in use (MPI_Win_get_info).
-    pub(crate) fn to_info(self) -> Info {
+    /// Every supported key with the value in use (MPI_Win_get_info); the memory alignment only
+    /// where the window `allocated` its memory (at least a page there).
+    pub(crate) fn to_info(self, allocated: bool) -> Info {
         let b = |v: bool| if v { "true" } else { "false" };
-        Info::new()
-            .set("no_locks", b(self.no_locks))
+        let info = match allocated {
+            true => Info::new().set(
+                "mpi_minimum_memory_alignment",
+                &self.alignment.max(PAGE).to_string(),
+            ),
+            false => Info::new(),
+        };
+        info.set("no_locks", b(self.no_locks))
             .set("alloc_shared_noncontig", b(self.noncontig))
             .set("same_size", b(self.same_size))
             .set("same_disp_unit", b(self.same_disp_unit))
@@ -91,6 +121,34 @@ mod tests {
         assert!(h.no_locks && !h.noncontig);
         let e = WinHints::parse(&Info::new().set("alloc_shared_noncontig", "yes")).unwrap_err();
         assert_eq!(e.class(), ErrorClass::Info);
-        assert_eq!(h.to_info().get("no_locks"), Some("true"));
+        assert_eq!(h.to_info(false).get("no_locks"), Some("true"));
+        assert_eq!(h.to_info(false).get("mpi_minimum_memory_alignment"), None);
+    }
+
+    #[test]
+    fn alignment_is_a_power_of_two_up_to_a_gibibyte() {
+        let align = |v: &str| {
+            Info::new()
+                .set("mpi_minimum_memory_alignment", v)
+                .alignment()
+        };
+        assert_eq!(Info::new().alignment().unwrap(), 1);
+        assert_eq!(align("65536").unwrap(), 65536);
+        assert_eq!(align("8").unwrap(), 8);
+        assert_eq!(align("1073741824").unwrap(), 1 << 30);
+        for bad in [
+            "0",
+            "3000",
+            "-64",
+            "abc",
+            "",
+            "2147483648",
+            "18446744073709551616",
+        ] {
+            assert_eq!(align(bad).unwrap_err().class(), ErrorClass::Info, "{bad:?}");
+        }
+        let h = WinHints::parse(&Info::new().set("mpi_minimum_memory_alignment", "65536"));
+        let info = h.unwrap().to_info(true);
+        assert_eq!(info.get("mpi_minimum_memory_alignment"), Some("65536"));
     }
 }

@@ -1,12 +1,17 @@
 //! The launcher, `onesided run -n N PROGRAM ARGS...`: starts a job of N ranks on this machine.
 //!
 //! It starts a bootstrap [`Hub`], then N processes of PROGRAM, each with the parent's
-//! environment plus the `ONESIDED_*` variables of [`crate::boot`]. It waits for all of them.
-//! When a rank exits with a non-zero status or dies by a signal, it says so on stderr, tells the
-//! hub (so the other ranks' collectives fail instead of hanging), stops the other ranks
-//! (`SIGTERM`, then `SIGKILL` after a grace period) and exits with the rank's status, or
-//! 128 + the signal number. `SIGINT`, `SIGTERM` and `SIGHUP` sent to the launcher are forwarded
-//! to the ranks in the same way. Ranks are killed by the kernel if the launcher dies.
+//! environment plus the `ONESIDED_*` variables of [`crate::boot`], each the leader of its own
+//! process group. It waits for all of them. When a rank exits with a non-zero status or dies by
+//! a signal, it names the rank that failed first (the hub sees a rank's connection close as it
+//! dies, so it tells which of several failed ranks went first), tells the hub (so the other
+//! ranks' collectives fail instead of hanging), stops the ranks' process groups (`SIGTERM`, then
+//! `SIGKILL` after a grace period) and exits with that rank's status, or 128 + the signal
+//! number. `SIGINT`, `SIGTERM` and `SIGHUP` sent to the launcher are forwarded to the ranks'
+//! process groups in the same way. Once the first rank has joined the hub, the others must join
+//! within the start-up timeout ([`StartTimeout`]); those that do not are named and the job
+//! stops with exit code 1. When the job is over, whatever the ranks left running in their
+//! process groups is killed. Ranks are killed by the kernel if the launcher dies.
 //!
 //! Every way out removes the job's shared-memory segments; at start, segments of jobs whose
 //! launcher is gone are removed too.
@@ -19,22 +24,72 @@
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use onesided_shm::cleanup;
-use onesided_shm::process::{self, SIGKILL, SIGTERM, TerminationSignals};
+use onesided_shm::process::{self, SIGKILL, TerminationSignals};
 
 use crate::boot::{self, Hub, Secret};
 use crate::error::{Error, ErrorClass, Result};
 
-/// How often the launcher looks at its ranks and at caught signals.
-const POLL: Duration = Duration::from_millis(10);
-/// How long stopped ranks get between `SIGTERM` and `SIGKILL`.
-const GRACE: Duration = Duration::from_secs(1);
+mod watch;
+
+use watch::Rank;
+
+/// Environment variable holding the start-up timeout in seconds ([`StartTimeout`]), read when
+/// `--start-timeout` is not given.
+pub const ENV_START_TIMEOUT: &str = "ONESIDED_START_TIMEOUT";
+
+/// How long, once the first rank of a job has joined the launcher's hub, the other ranks have to
+/// join it before the launcher names them and stops the job: a rank that never starts would
+/// otherwise leave the others waiting forever. `None`: no limit. Parsed from seconds (`"2.5"`);
+/// `"0"` is no limit. The default is 60 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartTimeout(pub Option<Duration>);
+
+impl Default for StartTimeout {
+    fn default() -> StartTimeout {
+        StartTimeout(Some(Duration::from_secs(60)))
+    }
+}
+
+impl FromStr for StartTimeout {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<StartTimeout, String> {
+        let seconds: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+        match Duration::try_from_secs_f64(seconds) {
+            Ok(d) if d.is_zero() => Ok(StartTimeout(None)),
+            Ok(d) => Ok(StartTimeout(Some(d))),
+            Err(_) => Err(format!("{s:?} is not a number of seconds")),
+        }
+    }
+}
+
+impl StartTimeout {
+    /// The timeout in [`ENV_START_TIMEOUT`], or the default if it is unset. A malformed value
+    /// is an [`ErrorClass::Arg`] error.
+    pub fn from_env() -> Result<StartTimeout> {
+        match std::env::var(ENV_START_TIMEOUT) {
+            Ok(value) => value
+                .parse()
+                .map_err(|e| Error::new(ErrorClass::Arg, format!("{ENV_START_TIMEOUT}: {e}"))),
+            Err(std::env::VarError::NotPresent) => Ok(StartTimeout::default()),
+            Err(e) => Err(Error::new(
+                ErrorClass::Arg,
+                format!("{ENV_START_TIMEOUT}: {e}"),
+            )),
+        }
+    }
+}
 
 /// Command-line arguments of `onesided run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -65,6 +120,11 @@ pub struct RunArgs {
     /// with the launcher. An empty prefix, or none, starts a node's ranks directly.
     #[arg(long, value_name = "CMD", requires = "simulate_nodes")]
     pub node_wrap: Vec<String>,
+    /// Once the first rank has joined, how many seconds the others have to join before the
+    /// launcher names them and stops the job; 0 waits forever [default: $ONESIDED_START_TIMEOUT,
+    /// or 60].
+    #[arg(long, value_name = "SECONDS")]
+    pub start_timeout: Option<StartTimeout>,
     /// The program to run, followed by its arguments.
     #[arg(
         required = true,
@@ -160,7 +220,14 @@ pub fn run_cli(args: RunArgs) -> i32 {
             .map(|w| w.split_whitespace().map(OsString::from).collect())
             .collect(),
     };
-    match run_on(&job, &hosts) {
+    let start = match args.start_timeout.map_or_else(StartTimeout::from_env, Ok) {
+        Ok(start) => start,
+        Err(e) => {
+            eprintln!("onesided run: {e}");
+            return 2;
+        }
+    };
+    match run_on(&job, &hosts, start) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("onesided run: {e}");
@@ -171,15 +238,17 @@ pub fn run_cli(args: RunArgs) -> i32 {
 
 /// Runs `job` to completion and returns the exit code the launcher exits with: 0 if every
 /// rank exited with status 0, otherwise that of the first failure (its status, or 128 + its
-/// signal, or 128 + a signal the launcher received). Errors are failures to start the job.
-/// Every rank runs on this host, with the hub on `127.0.0.1`.
+/// signal, or 128 + a signal the launcher received, or 1 for ranks that did not join within the
+/// start-up timeout). Errors are failures to start the job.
+/// Every rank runs on this host, with the hub on `127.0.0.1`; the start-up timeout is
+/// [`StartTimeout::from_env`].
 pub fn run(job: &Job) -> Result<i32> {
-    run_on(job, &Hosts::default())
+    run_on(job, &Hosts::default(), StartTimeout::from_env()?)
 }
 
-/// Like [`run`], with the hub on `hosts.boot_addr` and each simulated node's ranks started
-/// through its prefix in `hosts.node_wraps`.
-pub fn run_on(job: &Job, hosts: &Hosts) -> Result<i32> {
+/// Like [`run`], with the hub on `hosts.boot_addr`, each simulated node's ranks started through
+/// its prefix in `hosts.node_wraps`, and the start-up timeout `start`.
+pub fn run_on(job: &Job, hosts: &Hosts, start: StartTimeout) -> Result<i32> {
     if job.n == 0 || u32::try_from(job.n).is_err() {
         return Err(Error::new(
             ErrorClass::Arg,
@@ -200,7 +269,7 @@ pub fn run_on(job: &Job, hosts: &Hosts) -> Result<i32> {
     let signals =
         TerminationSignals::install().map_err(|e| Error::os("installing signal handlers", e))?;
     let hub = Hub::start_on(hosts.boot_addr, job.n, secret)?;
-    let result = supervise(job, hosts, &hub, &secret, &job_id, &signals);
+    let result = supervise(job, hosts, &hub, &secret, &job_id, &signals, start);
     drop(hub);
     if let Err(e) = cleanup::remove_job_segments(&job_id) {
         eprintln!("onesided run: warning: removing the job's shared-memory segments: {e}");
@@ -246,12 +315,6 @@ fn fresh_identity() -> Result<(Secret, String)> {
     ))
 }
 
-/// One started rank.
-struct Rank {
-    child: Child,
-    status: Option<ExitStatus>,
-}
-
 /// Starts the ranks and waits for them.
 fn supervise(
     job: &Job,
@@ -260,6 +323,7 @@ fn supervise(
     secret: &Secret,
     job_id: &str,
     signals: &TerminationSignals,
+    start: StartTimeout,
 ) -> Result<i32> {
     let mut ranks = Vec::with_capacity(job.n);
     let mut pumps = Vec::new();
@@ -274,13 +338,10 @@ fn supervise(
                 if job.tag_output {
                     pumps.extend(tag_streams(r, &mut child));
                 }
-                ranks.push(Rank {
-                    child,
-                    status: None,
-                });
+                ranks.push(Rank::new(child));
             }
             Err(e) => {
-                signal_running(&mut ranks, SIGKILL);
+                watch::signal_groups(&ranks, SIGKILL);
                 for rank in &mut ranks {
                     let _ = rank.child.wait();
                 }
@@ -290,9 +351,13 @@ fn supervise(
             }
         }
     }
-    let code = wait_all(&mut ranks, hub, signals);
+    let code = watch::wait_all(&mut ranks, hub, signals, start);
     let pids: Vec<u32> = ranks.iter().map(|r| r.child.id()).collect();
-    if let Err(e) = cleanup::remove_fabric_segments(&pids) {
+    // The ranks' own pids where a wrapper started them, and whatever the ranks started: every
+    // segment whose owner is gone by now.
+    let removed =
+        cleanup::remove_fabric_segments(&pids).and_then(|_| cleanup::remove_dead_fabric_segments());
+    if let Err(e) = removed {
         eprintln!("onesided run: warning: removing the ranks' libfabric shm segments: {e}");
     }
     join_all(pumps);
@@ -357,98 +422,9 @@ fn rank_command(
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
     process::kill_on_parent_death(&mut cmd);
+    // Its own process group, so that stopping the rank stops whatever it started.
+    cmd.process_group(0);
     cmd
-}
-
-/// Polls the ranks until all have exited; returns the launcher's exit code.
-fn wait_all(ranks: &mut [Rank], hub: &Hub, signals: &TerminationSignals) -> i32 {
-    let mut code = 0;
-    let mut stopping: Option<Instant> = None;
-    let mut killed = false;
-    loop {
-        let mut failed = Vec::new();
-        for (r, rank) in ranks.iter_mut().enumerate() {
-            if rank.status.is_some() {
-                continue;
-            }
-            let status = match rank.child.try_wait() {
-                Ok(Some(status)) => status,
-                Ok(None) => continue,
-                Err(e) => {
-                    // The rank cannot be waited for (reaped elsewhere): count it as exit status 1.
-                    eprintln!("onesided run: waiting for rank {r}: {e}");
-                    ExitStatus::from_raw(1 << 8)
-                }
-            };
-            rank.status = Some(status);
-            if status.success() {
-                hub.rank_exited(r);
-            } else if stopping.is_none() {
-                failed.push((r, status));
-            }
-        }
-        // Ranks found dead in one sweep died together; one killed by a signal is the likelier
-        // cause of the others' errors, so it is reported first.
-        failed.sort_by_key(|(_, status)| status.signal().is_none());
-        for (r, status) in failed {
-            let (reason, rank_code) = describe(status);
-            eprintln!(
-                "onesided run: rank {r} (pid {}) {reason}",
-                ranks[r].child.id()
-            );
-            hub.fail_rank(r, &reason);
-            if code == 0 {
-                code = rank_code;
-            }
-        }
-        if ranks.iter().all(|rank| rank.status.is_some()) {
-            return code;
-        }
-        if let Some(sig) = signals.take() {
-            let name = process::signal_name(sig).unwrap_or("signal");
-            eprintln!("onesided run: received {name}, stopping the ranks");
-            if code == 0 {
-                code = 128 + sig;
-            }
-            let forward = if stopping.is_some() { SIGKILL } else { sig };
-            signal_running(ranks, forward);
-            stopping.get_or_insert_with(Instant::now);
-        }
-        match stopping {
-            None if code != 0 => {
-                signal_running(ranks, SIGTERM);
-                stopping = Some(Instant::now());
-            }
-            Some(since) if !killed && since.elapsed() >= GRACE => {
-                signal_running(ranks, SIGKILL);
-                killed = true;
-            }
-            _ => {}
-        }
-        thread::sleep(POLL);
-    }
-}
-
-/// Why a rank failed and the exit code that failure gives the launcher.
-fn describe(status: ExitStatus) -> (String, i32) {
-    match (status.code(), status.signal()) {
-        (_, Some(sig)) => {
-            let reason = match process::signal_name(sig) {
-                Some(name) => format!("killed by signal {sig} ({name})"),
-                None => format!("killed by signal {sig}"),
-            };
-            (reason, 128 + sig)
-        }
-        (Some(c), None) => (format!("exited with status {c}"), c),
-        (None, None) => (format!("ended with {status}"), 1),
-    }
-}
-
-/// Sends `sig` to every rank not yet reaped (their pids cannot have been reused).
-fn signal_running(ranks: &mut [Rank], sig: i32) {
-    for rank in ranks.iter_mut().filter(|rank| rank.status.is_none()) {
-        let _ = process::kill(rank.child.id(), sig);
-    }
 }
 
 /// Starts the threads copying a rank's piped stdout and stderr, tagged with its rank.
@@ -486,5 +462,25 @@ fn pump(r: usize, from: impl Read, mut to: impl Write) {
 fn join_all(handles: Vec<JoinHandle<()>>) {
     for h in handles {
         let _ = h.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StartTimeout;
+    use std::time::Duration;
+
+    #[test]
+    fn start_timeout_is_seconds_and_zero_is_none() {
+        let parse = |s: &str| s.parse::<StartTimeout>();
+        assert_eq!(
+            parse("2.5"),
+            Ok(StartTimeout(Some(Duration::from_millis(2500))))
+        );
+        assert_eq!(parse(" 60 "), Ok(StartTimeout::default()));
+        assert_eq!(parse("0"), Ok(StartTimeout(None)));
+        for bad in ["-1", "soon", "inf", "NaN", ""] {
+            assert!(parse(bad).is_err(), "{bad:?} accepted");
+        }
     }
 }

@@ -12,7 +12,7 @@ use crate::protocol::layout;
 use crate::transport::Transport;
 use onesided_shm::{Mem, futex};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const SPIN_ROUNDS: u32 = 7;
@@ -54,17 +54,52 @@ pub(crate) fn pid_gone(pid: u32) -> bool {
     pid != 0 && !onesided_shm::process::pid_running(pid)
 }
 
+/// Whether the process `pid` is stopped (SIGSTOP, or a debugger's): alive, but making no
+/// progress until someone resumes it.
+pub(crate) fn pid_stopped(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state is the first field after the command name, which ends at the last ')'.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "T" || state == "t")
+}
+
 /// The ranks a wait may depend on: their process ids where this node can watch them (0 for
 /// ranks on other nodes) and the job's failures, which cover every rank.
 #[derive(Debug, Clone)]
 pub(crate) struct Peers {
     pids: Vec<u32>,
     liveness: Arc<Liveness>,
+    /// Whether a watched process was stopped when last looked at, and when that was (in
+    /// milliseconds since `since`, plus 1; 0: never).
+    stopped: Arc<(AtomicBool, AtomicU64)>,
+    since: Instant,
 }
 
 impl Peers {
     pub(crate) fn new(pids: Vec<u32>, liveness: Arc<Liveness>) -> Peers {
-        Peers { pids, liveness }
+        Peers {
+            pids,
+            liveness,
+            stopped: Arc::default(),
+            since: Instant::now(),
+        }
+    }
+
+    /// Whether a watched process is stopped, looked at no more often than every [`NAP`]: a
+    /// wait that depends on it had better sleep until traffic arrives than poll.
+    pub(crate) fn any_stopped(&self) -> bool {
+        let (stopped, looked) = &*self.stopped;
+        let now = self.since.elapsed().as_millis() as u64 + 1;
+        let last = looked.load(Ordering::Relaxed);
+        if last == 0 || now >= last + NAP.as_millis() as u64 {
+            looked.store(now, Ordering::Relaxed);
+            let any = self.pids.iter().any(|&pid| pid != 0 && pid_stopped(pid));
+            stopped.store(any, Ordering::Relaxed);
+        }
+        stopped.load(Ordering::Relaxed)
     }
 
     /// Whether rank `r`'s process is known to be gone from this node.
@@ -212,5 +247,27 @@ mod tests {
         liveness.fail(Some(1), "lost its connection");
         let e = remote.all_alive().unwrap_err();
         assert_eq!(e.message(), "rank 1 failed: lost its connection");
+    }
+
+    #[test]
+    fn stopped_process_is_seen() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(!pid_stopped(pid));
+        onesided_shm::process::kill(pid, libc::SIGSTOP).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !pid_stopped(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let peers = Peers::new(vec![std::process::id(), pid], Arc::new(Liveness::new()));
+        assert!(pid_stopped(pid));
+        assert!(peers.any_stopped());
+        onesided_shm::process::kill(pid, libc::SIGKILL).unwrap();
+        child.wait().unwrap();
+        assert!(!pid_stopped(pid));
+        assert!(!pid_stopped(std::process::id()));
     }
 }

@@ -146,6 +146,7 @@ impl World {
             size,
             node: node.clone(),
             secret,
+            silence: config.failure_timeout_value(),
         };
         let directory = Arc::new(pm::Cards::new(Arc::clone(&pm)));
         let mesh = Mesh::start(listener, id, Arc::clone(&liveness), directory)?;

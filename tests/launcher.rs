@@ -197,6 +197,176 @@ fn killed_rank_is_reported_with_its_signal() {
     );
 }
 
+/// The first `onesided run: rank ...` line of the launcher's stderr.
+fn first_report(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("onesided run: rank "))
+        .unwrap_or_else(|| panic!("no rank named:\n{stderr}"))
+}
+
+/// A rank fails inside a `World` barrier and the others, learning of it through the collective
+/// network, exit with status 1 at once without finalizing: the launcher still names the rank
+/// that failed first, with its status, in every trial.
+#[test]
+fn the_first_failure_in_time_is_named_with_its_status() {
+    for trial in 0..5 {
+        let out = run_job(&["-n", "4"], "boot_fail", &["world_exit3"]);
+        assert_eq!(out.status.code(), Some(3), "trial {trial}: {}", out.stderr);
+        let first = first_report(&out.stderr);
+        assert!(
+            first.starts_with("onesided run: rank 1 (pid ") && first.ends_with("status 3"),
+            "trial {trial}: {}",
+            out.stderr
+        );
+        let out = run_job(&["-n", "4"], "boot_fail", &["world_sigkill"]);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + SIGKILL),
+            "trial {trial}: {}",
+            out.stderr
+        );
+        let first = first_report(&out.stderr);
+        assert!(
+            first.starts_with("onesided run: rank 2 (pid ")
+                && first.ends_with("killed by signal 9 (SIGKILL)"),
+            "trial {trial}: {}",
+            out.stderr
+        );
+    }
+}
+
+/// Processes that ranks start are stopped with the job, whether it succeeds or a rank fails
+/// (here every rank leaves a `sleep 60` behind, and rank 1 exits with the status given).
+#[test]
+fn grandchildren_of_the_ranks_are_gone_after_the_job() {
+    for status in ["0", "3"] {
+        let out = run_job(&["-n", "3"], "boot_echo", &["orphan", status]);
+        assert_eq!(
+            out.status.code(),
+            status.parse().ok(),
+            "{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        let children: Vec<u32> = out
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("child ")?.parse().ok())
+            .collect();
+        assert_eq!(children.len(), 3, "{}", out.stdout);
+        wait_gone(&children);
+    }
+}
+
+/// A rank that never joins the hub is named once the others have waited the start-up timeout
+/// for it (given by flag or environment), and the job stops with exit code 1; the rank would
+/// otherwise sleep 30 s first (the bound on the job's time leaves room for a loaded machine).
+#[test]
+fn a_rank_that_never_joins_is_named_within_the_start_timeout() {
+    let by_flag = run_job(&["-n", "3", "--start-timeout", "1"], "boot_fail", &["late"]);
+    let mut cmd = launcher(&["-n", "3"], "boot_fail", &["late"]);
+    cmd.env("ONESIDED_START_TIMEOUT", "0.5");
+    let by_env = finish(cmd, Duration::from_secs(20));
+    for (out, limit) in [(by_flag, "1s"), (by_env, "500ms")] {
+        assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+        let said = format!("did not join the job within {limit} of the first rank");
+        let first = first_report(&out.stderr);
+        assert!(
+            first.starts_with("onesided run: rank 1 (pid ") && first.contains(&said),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            out.elapsed < Duration::from_secs(10),
+            "took {:?}",
+            out.elapsed
+        );
+    }
+}
+
+/// A gather announcing more members than the job has ranks is refused before the hub allocates
+/// anything for them, and the job goes on.
+#[test]
+fn an_oversized_gather_is_refused_without_growing_the_hub() {
+    let out = run_job(&["-n", "3"], "boot_abuse", &["oversize"]);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    for (seq, members) in [(0, 2_000_000), (1, u32::MAX)] {
+        let said = format!(
+            "refused {members}: MPI_ERR_ARG: allgather (9, {seq}): {members} members exceed \
+             the job's 3 ranks"
+        );
+        assert!(out.stdout.contains(&said), "{}", out.stdout);
+    }
+    let grew: u64 = out
+        .stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("hub peak grew ")?
+                .strip_suffix(" KiB")?
+                .parse()
+                .ok()
+        })
+        .expect("growth");
+    assert!(grew < 4096, "the hub grew by {grew} KiB");
+    for r in 0..3 {
+        assert!(
+            out.stdout.contains(&format!("rank {r} ok")),
+            "{}",
+            out.stdout
+        );
+    }
+}
+
+/// Milliseconds after which rank `r` of `boot_abuse loris` was cut off.
+fn cut_after(stdout: &str, r: usize) -> u128 {
+    let prefix = format!("rank {r} cut after ");
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.strip_suffix(" ms")?.parse().ok())
+        .unwrap_or_else(|| panic!("rank {r} not cut off:\n{stdout}"))
+}
+
+/// Clients trickling a byte every 2 s, one before its hello and one (rank 1) inside an
+/// allgather, are cut off at the hub's 5 s deadline per message; cutting off rank 1 fails the
+/// job, naming it.
+#[test]
+fn slow_loris_clients_are_cut_off_at_the_message_deadline() {
+    let out = finish(
+        launcher(&["-n", "2"], "boot_abuse", &["loris"]),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    let deadline = onesided::boot::hub::DEADLINE.as_millis();
+    for r in 0..2 {
+        let cut = cut_after(&out.stdout, r);
+        assert!(
+            cut + 500 >= deadline && cut < deadline + 2000,
+            "rank {r} cut after {cut} ms"
+        );
+    }
+    let saw = "rank 0 saw: MPI_ERR_PROC_FAILED: rank 1 failed: broke its bootstrap connection \
+               (a message took longer than 5s)";
+    assert!(out.stdout.contains(saw), "{}", out.stdout);
+}
+
+/// Connections beyond the hub's cap are closed at once, and the job goes on.
+#[test]
+fn connections_beyond_the_cap_are_refused() {
+    let out = run_job(&["-n", "2"], "boot_abuse", &["flood"]);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    let held = onesided::boot::hub::max_connections(2) - 2;
+    let said = format!("held {held} refused {}", 60 - held);
+    assert!(out.stdout.contains(&said), "{}", out.stdout);
+    for r in 0..2 {
+        assert!(
+            out.stdout.contains(&format!("rank {r} ok")),
+            "{}",
+            out.stdout
+        );
+    }
+}
+
 #[test]
 fn wrong_secret_and_duplicate_rank_are_refused() {
     let out = run_job(&["-n", "2"], "boot_badsecret", &[]);

@@ -544,3 +544,43 @@ fn wrapped_ranks_are_the_launchers_children() {
         "ranks {pids:?} survive the launcher"
     );
 }
+
+/// A host that vanishes without closing its connections (its veth goes down in the middle of
+/// the stencil, as a pulled cable or a powered-off node would): the ranks on the other host must
+/// not wait forever in their fences. With `ONESIDED_FAILURE_TIMEOUT=3` the job ends with
+/// MPI_ERR_PROC_FAILED within a few seconds of the silence (2.5 s here; 6.8 s with 8).
+#[test]
+fn silent_host_fails_the_waits_within_the_timeout() {
+    let Some(hosts) = two_hosts('q', true) else {
+        return;
+    };
+    let wraps = [hosts.in_a(), hosts.in_b()];
+    let mut cmd = hosts.launcher(4, &wraps, &[], &example("stencil"), &["240", "100000000"]);
+    cmd.env("ONESIDED_FAILURE_TIMEOUT", "3");
+    let cut = std::thread::spawn({
+        let (netns, veth) = (hosts.b.netns.clone(), hosts.b.veth.clone());
+        move || {
+            std::thread::sleep(Duration::from_secs(3));
+            ip(&["netns", "exec", &netns, "ip", "link", "set", &veth, "down"])
+                .map(|_| Instant::now())
+        }
+    });
+    let out = run(cmd);
+    let cut_at = cut
+        .join()
+        .expect("the cutting thread")
+        .expect("setting the veth down");
+    let ended_after = cut_at.elapsed();
+    assert!(!out.status.success(), "{}", out.describe());
+    assert!(
+        out.stderr.contains("MPI_ERR_PROC_FAILED"),
+        "no rank reported the silent host: {}",
+        out.describe()
+    );
+    assert!(
+        ended_after < Duration::from_secs(8),
+        "the job ended {ended_after:?} after the cut: {}",
+        out.describe()
+    );
+    eprintln!("netns: silent host: the job ended {ended_after:?} after the cut");
+}

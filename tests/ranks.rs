@@ -19,12 +19,16 @@
 mod util;
 #[path = "ranks/atomics.rs"]
 mod atomics;
+#[path = "ranks/edge.rs"]
+mod edge;
 #[path = "ranks/errors.rs"]
 mod errors;
 #[path = "ranks/failure.rs"]
 mod failure;
 #[path = "ranks/fence.rs"]
 mod fence;
+#[path = "ranks/fuzz.rs"]
+mod fuzz;
 #[path = "ranks/harness.rs"]
 mod harness;
 #[path = "ranks/passive.rs"]
@@ -74,6 +78,9 @@ enum Expect {
         reported: bool,
         says: &'static str,
     },
+    /// Rank `rank` returns an error saying `says`: the job ends within [`FAILURE_LIMIT`] with
+    /// a failure status and leaves no segment behind, whatever the other ranks were doing.
+    Fails { rank: usize, says: &'static str },
 }
 
 /// A transport configuration the whole suite runs over: one definition of every scenario, run
@@ -160,6 +167,9 @@ struct Scenario {
     direct: bool,
     /// Extra launcher arguments.
     launch: &'static [&'static str],
+    /// Start each rank under a shell that ignores SIGTERM (`sh -c 'trap "" TERM; ...'`), as
+    /// job scripts do, so that the launcher's SIGTERM cannot end the survivors.
+    wrapped: bool,
     expect: Expect,
 }
 
@@ -176,6 +186,7 @@ const fn scenario(
         ranks,
         direct: false,
         launch: &[],
+        wrapped: false,
         expect: Expect::Success,
     }
 }
@@ -248,6 +259,14 @@ static SCENARIOS: &[Scenario] = &[
             &[8],
         )
     },
+    Scenario {
+        flavors: &[Flavor::Allocate],
+        ..scenario(
+            "stress::stopped_peer_costs_no_cpu",
+            stress::stopped_peer_costs_no_cpu,
+            &[2],
+        )
+    },
     scenario(
         "stress::stopped_waiter_source_exits",
         stress::stopped_waiter_source_exits,
@@ -285,6 +304,22 @@ static SCENARIOS: &[Scenario] = &[
     flavored("errors::range", errors::range, &[2, 3]),
     flavored("errors::sync", errors::sync, &[2, 3]),
     flavored("errors::classes", errors::classes, &[2, 4]),
+    flavored(
+        "edge::unaligned_accumulates",
+        edge::unaligned_accumulates,
+        &[2, 4],
+    ),
+    Scenario {
+        flavors: &[Flavor::Create],
+        ..scenario(
+            "edge::create_accumulates",
+            edge::create_accumulates,
+            &[2, 4],
+        )
+    },
+    scenario("edge::memory_alignment", edge::memory_alignment, &[2, 3]),
+    flavored("edge::refused_calls", edge::refused_calls, &[2, 3]),
+    scenario("fuzz::random_calls", fuzz::random_calls, &[2, 4]),
     Scenario {
         direct: true,
         ..scenario("world::collectives", world::collectives, &[1, 2, 3, 8])
@@ -323,6 +358,24 @@ static SCENARIOS: &[Scenario] = &[
             "failure::sigkill_holding_exclusive_lock",
             failure::holding_lock,
             &[3],
+        )
+    },
+    Scenario {
+        flavors: &[Flavor::Allocate, Flavor::Create],
+        expect: Expect::Fails {
+            rank: 1,
+            says: "early return",
+        },
+        ..scenario("failure::early_return", failure::early_return, &[2])
+    },
+    Scenario {
+        flavors: &[Flavor::Allocate],
+        expect: killed(last, true),
+        wrapped: true,
+        ..scenario(
+            "failure::sigkill_under_wrapper_shell",
+            failure::last_in_fence_reported,
+            &[4],
         )
     },
 ];
@@ -390,9 +443,11 @@ const ENV_LINGER_MS: &str = "ONESIDED_TEST_LINGER_MS";
 /// failure scenarios also over libfabric's shm provider (whose segments a killed rank leaves),
 /// and the stencil over every transport.
 fn covered(pm: Pm, over: &Over, sc: &Scenario) -> bool {
-    let failure = matches!(sc.expect, Expect::Killed { .. }) && sc.name.starts_with("failure::");
+    let failure = sc.name.starts_with("failure::");
     pm == Pm::Onesided
-        || (sc.launch.is_empty() && (over.name == "shm" || (over.name == "fabric_shm" && failure)))
+        || (sc.launch.is_empty()
+            && !sc.wrapped
+            && (over.name == "shm" || (over.name == "fabric_shm" && failure)))
 }
 
 /// The process manager (except onesided's launcher) and the transport, as trial names start.
@@ -477,6 +532,12 @@ fn trials() -> Vec<Trial> {
         });
         trials.push(trial.with_ignored_flag(missing.is_some()));
     }
+    let over = &OVERS[3];
+    let trial = Trial::test(
+        trial_name(Pm::Onesided, over, "killed_launcher_leaves_nothing"),
+        move || Ok(killed_launcher_leaves_nothing(over)?),
+    );
+    trials.push(trial.with_ignored_flag(onesided_fabric::BUILT_WITH.is_none()));
     let missing = Pm::SrunPmi2.missing();
     let trial = Trial::test("srun::without_pmi_plugin_fails_at_init", move || {
         Ok(without_pmi_plugin()?)
@@ -549,6 +610,70 @@ fn later_job_removes_dead_fabric_segments(pm: Pm) -> Res {
     Ok(())
 }
 
+/// SIGKILL of onesided's launcher in the middle of a job over libfabric's shm provider: the
+/// ranks end with it, and what they leave in /dev/shm (libfabric's `<pid>:...` segments, the
+/// job's own) is gone after the next launch on the node.
+fn killed_launcher_leaves_nothing(over: &Over) -> Res {
+    let stencil = harness::example_exe("stencil")?;
+    let mut cmd = job(Pm::Onesided, over, Some(3), &[], &stencil)?;
+    cmd.args(["240", "100000000"]);
+    let mut launcher = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting the launcher: {e}"))?;
+    let children = format!("/proc/{}/task/{}/children", launcher.id(), launcher.id());
+    let ranks = |deadline: std::time::Instant| -> Result<Vec<u32>, String> {
+        loop {
+            let pids: Vec<u32> = std::fs::read_to_string(&children)
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            if pids.len() == 3 && harness::fabric_segments(&pids).len() >= 3 {
+                return Ok(pids);
+            }
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "the ranks did not open the fabric: {pids:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let pids = ranks(std::time::Instant::now() + harness::JOB_TIMEOUT);
+    let _ = launcher.kill();
+    let _ = launcher.wait();
+    let pids = pids?;
+    let deadline = std::time::Instant::now() + FAILURE_LIMIT;
+    while pids.iter().any(|&p| onesided_shm::process::pid_running(p)) {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "ranks {pids:?} outlived their launcher by {FAILURE_LIMIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = harness::run(
+        job(Pm::Onesided, over, Some(2), &[], &stencil)?,
+        harness::JOB_TIMEOUT,
+    )?;
+    ensure!(
+        out.status.success(),
+        "the next job failed: {}",
+        out.describe()
+    );
+    let left = harness::fabric_segments(&pids);
+    ensure!(
+        left.is_empty(),
+        "the killed job's libfabric segments outlived the next launch: {left:?}"
+    );
+    let ours = harness::leftover_segments(launcher.id());
+    ensure!(
+        ours.is_empty(),
+        "the killed job's segments outlived the next launch: {ours:?}"
+    );
+    Ok(())
+}
+
 /// `srun -n 4` without `--mpi` gives the ranks no PMI: every rank fails at `World::init`,
 /// naming `--mpi=pmix`, instead of running as 4 worlds of size 1.
 fn without_pmi_plugin() -> Res {
@@ -596,7 +721,14 @@ fn run_scenario(
     flavor: Option<Flavor>,
     n: Option<usize>,
 ) -> Result<(), Failed> {
-    let mut cmd = job(pm, over, n, sc.launch, &this_exe())?;
+    let mut cmd = if sc.wrapped {
+        let mut cmd = job(pm, over, n, sc.launch, Path::new("sh"))?;
+        cmd.args(["-c", "trap '' TERM; \"$0\" \"$@\""])
+            .arg(this_exe());
+        cmd
+    } else {
+        job(pm, over, n, sc.launch, &this_exe())?
+    };
     cmd.env(ENV_SCENARIO, sc.name);
     match flavor {
         Some(f) => cmd.env(ENV_FLAVOR, flavor_name(f)),
@@ -616,6 +748,7 @@ fn run_scenario(
                 }
             }
         }
+        Expect::Fails { rank, says } => check_failed(&out, n, rank, says)?,
         Expect::Killed {
             signal,
             victim,
@@ -663,6 +796,22 @@ fn leftovers(pm: Pm, out: &harness::Outcome, only: Option<usize>) -> Res {
     Ok(())
 }
 
+fn check_failed(out: &harness::Outcome, n: usize, rank: usize, says: &str) -> Res {
+    let describe = out.describe();
+    ensure!(!out.status.success(), "the job should fail: {describe}");
+    ensure!(
+        out.elapsed < FAILURE_LIMIT,
+        "the job took {:?} to end: {describe}",
+        out.elapsed
+    );
+    let failed = format!("rank {rank}/{n}: {says}");
+    ensure!(
+        out.stderr.contains(&failed),
+        "stderr should say {failed:?}: {describe}"
+    );
+    Ok(())
+}
+
 fn check_killed(
     pm: Pm,
     out: &harness::Outcome,
@@ -690,11 +839,13 @@ fn check_killed(
             "launcher exit status should be {}: {describe}",
             128 + signal
         );
+        // A rank under a wrapper shell: the shell reports its child's death as status 128 + N.
         let named = format!("rank {victim} (pid ");
+        let wrapped = format!("status {}", 128 + signal);
         ensure!(
             out.stderr
                 .lines()
-                .any(|l| l.contains(&named) && l.contains(name)),
+                .any(|l| l.contains(&named) && (l.contains(name) || l.contains(&wrapped))),
             "the launcher must name rank {victim} and {name} on stderr: {describe}"
         );
     }

@@ -36,7 +36,7 @@ fn main() {
 #[cfg(have_libfabric)]
 mod floor {
     use onesided_fabric::{
-        AtomicOp, Datatype, Domain, Endpoint, MrMode, Peer, Provider, RegionKey, Request,
+        AtomicOp, Datatype, Domain, Endpoint, MrMode, Peer, Provider, RegionKey, Request, Waiting,
     };
     use onesided_shm::Mem;
     use onesided_shm::process::kill_on_parent_death;
@@ -305,8 +305,14 @@ mod floor {
     }
 
     impl Link<'_> {
-        fn keep_waiting(&self) -> impl Fn() -> bool + '_ {
-            || self.target.running()
+        fn keep_waiting(&self) -> impl Fn() -> Waiting + '_ {
+            || {
+                if self.target.running() {
+                    Waiting::Poll
+                } else {
+                    Waiting::GiveUp
+                }
+            }
         }
 
         fn put_flush(&self, src: &[u8]) -> Result<()> {

@@ -87,9 +87,12 @@ impl Endpoint {
                 "fi_av_open",
                 sys::fi_av_open(domain.raw(), &mut av_attr, &mut core.av, ptr::null_mut()),
             )?;
+            // A file descriptor, so that `fi_cq_sread` sleeps in the kernel: the provider's own
+            // choice may be FI_WAIT_YIELD (the shm provider's), a blocking read that spins on
+            // sched_yield and burned a core of every process waiting on a stopped peer.
             let mut cq_attr = sys::fi_cq_attr {
                 format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
-                wait_obj: sys::fi_wait_obj_FI_WAIT_UNSPEC,
+                wait_obj: sys::fi_wait_obj_FI_WAIT_FD,
                 ..Default::default()
             };
             if sys::fi_cq_open(domain.raw(), &mut cq_attr, &mut core.cq, ptr::null_mut()) != 0 {
@@ -256,11 +259,11 @@ impl Endpoint {
     pub(crate) fn post(
         &self,
         op: &str,
-        keep_waiting: &dyn Fn() -> bool,
+        keep_waiting: &dyn Fn() -> Waiting,
         mut call: impl FnMut() -> isize,
     ) -> Result<(), FiError> {
         self.core.touch();
-        let mut patience = Patience::new(keep_waiting);
+        let mut patience = Patience::new(&self.core, keep_waiting);
         loop {
             let ret = call();
             if ret == -(sys::FI_EAGAIN as isize) {
@@ -277,10 +280,10 @@ impl Endpoint {
     /// Wait until every operation issued so far has completed (delivered at its target when
     /// the provider gives FI_DELIVERY_COMPLETE). `keep_waiting` is asked every few milliseconds
     /// and ends the wait with an error when it says no (a peer known to be dead).
-    pub fn complete(&self, keep_waiting: &dyn Fn() -> bool) -> Result<(), FiError> {
+    pub fn complete(&self, keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
         let want = self.issued.get();
         self.core.touch();
-        let mut patience = Patience::new(keep_waiting);
+        let mut patience = Patience::new(&self.core, keep_waiting);
         loop {
             // SAFETY: the counter is open.
             let (done, errs) = unsafe {
@@ -313,38 +316,70 @@ impl Endpoint {
         self.core.touch();
         self.core.poll();
     }
+
+    /// Like [`Endpoint::progress`], but block in the completion queue's wait object until
+    /// traffic arrives or about a millisecond passes (the progress thread stands aside
+    /// meanwhile): for waits on a peer that makes no progress ([`Waiting::Idle`]).
+    pub fn idle(&self) {
+        self.core.touch();
+        self.core.wait();
+        self.core.touch();
+    }
 }
 
-/// The pace of a wait on the provider: spin a little, then yield the core on every round, and
-/// every [`CHECK_EVERY`] ask whether waiting still makes sense.
+/// What a wait on the provider should do, as its caller judges the peers it waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Keep polling: the peers are alive and running.
+    Poll,
+    /// Keep waiting, but sleep until traffic arrives between polls: a peer is alive but makes
+    /// no progress (stopped), and polling would only burn the core.
+    Idle,
+    /// Give up: a peer the wait depends on is gone.
+    GiveUp,
+}
+
+/// The pace of a wait on the provider: spin a little, then yield the core on every round (or
+/// block in the wait object while the caller says [`Waiting::Idle`]), and every
+/// [`CHECK_EVERY`] ask the caller whether and how to go on.
 struct Patience<'a> {
-    keep_waiting: &'a dyn Fn() -> bool,
+    core: &'a Core,
+    keep_waiting: &'a dyn Fn() -> Waiting,
     checked: Instant,
     spins: u32,
+    idle: bool,
 }
 
 impl<'a> Patience<'a> {
-    fn new(keep_waiting: &'a dyn Fn() -> bool) -> Patience<'a> {
+    fn new(core: &'a Core, keep_waiting: &'a dyn Fn() -> Waiting) -> Patience<'a> {
         Patience {
+            core,
             keep_waiting,
             checked: Instant::now(),
             spins: 0,
+            idle: false,
         }
     }
 
-    /// One round of waiting for `op`; an error once `keep_waiting` says no.
+    /// One round of waiting for `op`; an error once `keep_waiting` gives up.
     fn tick(&mut self, op: &str) -> Result<(), FiError> {
         self.spins += 1;
-        if self.spins > 64 {
+        if self.idle {
+            self.core.touch();
+            self.core.wait();
+        } else if self.spins > 64 {
             std::thread::yield_now();
         }
         if self.checked.elapsed() >= CHECK_EVERY {
-            if !(self.keep_waiting)() {
-                return Err(FiError::with_detail(
-                    op,
-                    sys::FI_ETIMEDOUT as i32,
-                    "the target is gone".into(),
-                ));
+            match (self.keep_waiting)() {
+                Waiting::GiveUp => {
+                    return Err(FiError::with_detail(
+                        op,
+                        sys::FI_ETIMEDOUT as i32,
+                        "the target is gone".into(),
+                    ));
+                }
+                w => self.idle = w == Waiting::Idle,
             }
             self.checked = Instant::now();
         }

@@ -44,7 +44,7 @@ mod region;
 #[cfg(have_libfabric)]
 pub use domain::{AtomicKind, AtomicOp, Datatype, Domain};
 #[cfg(have_libfabric)]
-pub use endpoint::{Endpoint, Peer};
+pub use endpoint::{Endpoint, Peer, Waiting};
 #[cfg(have_libfabric)]
 pub use error::FiError;
 #[cfg(have_libfabric)]

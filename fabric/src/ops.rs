@@ -4,7 +4,7 @@
 //! through the endpoint's registered bounce buffer.
 
 use crate::domain::{AtomicOp, Datatype};
-use crate::endpoint::{BOUNCE, Endpoint, Peer};
+use crate::endpoint::{BOUNCE, Endpoint, Peer, Waiting};
 use crate::error::FiError;
 use crate::sys;
 use std::ptr;
@@ -49,7 +49,7 @@ impl Endpoint {
         peer: Peer,
         addr: u64,
         key: u64,
-        keep_waiting: &dyn Fn() -> bool,
+        keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         let step = self.step();
         for (i, chunk) in src.chunks(step).enumerate() {
@@ -97,7 +97,7 @@ impl Endpoint {
         peer: Peer,
         addr: u64,
         key: u64,
-        keep_waiting: &dyn Fn() -> bool,
+        keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         let step = self.step();
         for (i, chunk) in dst.chunks_mut(step).enumerate() {
@@ -146,7 +146,7 @@ impl Endpoint {
         mut desc: *mut libc::c_void,
         to: Target,
         flags: u64,
-        keep_waiting: &dyn Fn() -> bool,
+        keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         let Target { peer, addr, key } = to;
         let mut iov = libc::iovec {
@@ -178,7 +178,7 @@ impl Endpoint {
         len: usize,
         desc: *mut libc::c_void,
         from: Target,
-        keep_waiting: &dyn Fn() -> bool,
+        keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         let Target { peer, addr, key } = from;
         // SAFETY: the endpoint is open; `buf` is writable for `len` bytes and the caller waits
@@ -211,7 +211,7 @@ impl Endpoint {
         peer: Peer,
         addr: u64,
         key: u64,
-        keep_waiting: &dyn Fn() -> bool,
+        keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         let inputs = [(OPERAND, operand)];
         self.bounced(
@@ -255,7 +255,7 @@ impl Endpoint {
         peer: Peer,
         addr: u64,
         key: u64,
-        keep_waiting: &dyn Fn() -> bool,
+        keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         let inputs = [(OPERAND, swap), (COMPARE, compare)];
         self.bounced(
@@ -297,7 +297,7 @@ impl Endpoint {
         dtype: Datatype,
         inputs: &[(usize, &[u8])],
         result: &mut [u8],
-        keep_waiting: &dyn Fn() -> bool,
+        keep_waiting: &dyn Fn() -> Waiting,
         mut call: impl FnMut(usize, *mut libc::c_void) -> isize,
     ) -> Result<(), FiError> {
         let size = dtype.size();

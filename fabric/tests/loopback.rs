@@ -3,7 +3,7 @@
 //! mode requested: writes and reads land, atomics count exactly, compare-and-swap swaps once.
 #![cfg(have_libfabric)]
 
-use onesided_fabric::{AtomicOp, Datatype, Domain, Endpoint, MrMode, Provider, Request};
+use onesided_fabric::{AtomicOp, Datatype, Domain, Endpoint, MrMode, Provider, Request, Waiting};
 use onesided_shm::Mem;
 
 fn run(provider: &str, mr_mode: MrMode) {
@@ -21,7 +21,7 @@ fn run(provider: &str, mr_mode: MrMode) {
     let peer = a.insert(&b.name().unwrap()).unwrap();
     let key = region.key().unwrap();
     let rkey = a.map_key(&key).unwrap();
-    let live = || true;
+    let live = || Waiting::Poll;
 
     let small = [7u8; 8];
     a.write(&small, peer, key.base + 8, rkey, &live).unwrap();

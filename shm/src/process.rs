@@ -1,11 +1,13 @@
-//! Operating-system process helpers of the launcher and the ranks: liveness checks, signals,
-//! parent-death signals for children, termination-signal capture and ptrace permission.
+//! Operating-system process helpers of the launcher and the ranks: liveness checks, signals to
+//! processes and process groups, exit statuses read without reaping, parent-death signals for
+//! children, termination-signal capture and ptrace permission.
 //!
 //! Everything exported here is safe to call; the `unsafe` FFI stays inside this module.
 
 use std::io;
 use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// `SIGINT`: interrupt from the terminal.
@@ -59,6 +61,58 @@ pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// Sends signal `sig` to every process of process group `pgid` (`killpg`). Pgid 0 and
+/// out-of-range values are refused with `InvalidInput` (0 would address the caller's group).
+pub fn kill_group(pgid: u32, sig: i32) -> io::Result<()> {
+    let pgid = to_pid(pgid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: killpg has no memory effects; the group id was checked to be positive.
+    if unsafe { libc::killpg(pgid, sig) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The exit status of child `pid` if it has ended, without reaping it (`waitid` with
+/// `WNOWAIT`): the child stays a zombie, so its pid and process group id cannot be reused until
+/// it is waited for. `Ok(None)` while it runs. Fails for a pid that is not a child of this
+/// process, or was reaped already.
+pub fn peek_exit(pid: u32) -> io::Result<Option<ExitStatus>> {
+    let id = to_pid(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: siginfo_t is a plain C struct for which all-zero bytes are a valid value.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `info` is a valid siginfo_t we own; waitid writes only into it.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                id as libc::id_t,
+                &raw mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    // SAFETY: after a successful waitid the SIGCHLD fields of `info` are initialized (all zero
+    // when no child had changed state).
+    let (child, status) = unsafe { (info.si_pid(), info.si_status()) };
+    if child == 0 {
+        return Ok(None);
+    }
+    let raw = match info.si_code {
+        libc::CLD_EXITED => (status & 0xff) << 8,
+        libc::CLD_DUMPED => (status & 0x7f) | 0x80,
+        _ => status & 0x7f,
+    };
+    Ok(Some(ExitStatus::from_raw(raw)))
 }
 
 /// The name of a signal, e.g. `Some("SIGKILL")` for 9, or `None` for numbers without a name.
@@ -282,5 +336,66 @@ impl Drop for TerminationSignals {
             // SAFETY: restores a disposition previously returned by sigaction, a valid value.
             unsafe { libc::sigaction(*sig, std::ptr::from_ref(old), std::ptr::null_mut()) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SIGKILL, kill_group, peek_exit, pid_running};
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::process::{Command, ExitStatus, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// Polls `peek_exit` until the child has ended.
+    fn ended(pid: u32) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = peek_exit(pid).expect("peek_exit") {
+                return status;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{pid} runs on");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn peek_exit_leaves_the_child_to_wait_for() {
+        let mut child = Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .expect("spawn");
+        let status = ended(child.id());
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(peek_exit(child.id()).expect("peek again"), Some(status));
+        assert_eq!(child.wait().expect("wait").code(), Some(3));
+        assert!(peek_exit(child.id()).is_err(), "reaped child still found");
+    }
+
+    #[test]
+    fn kill_group_reaches_the_grandchildren() {
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("spawn");
+        let mut line = String::new();
+        let out = child.stdout.take().expect("stdout");
+        BufReader::new(out).read_line(&mut line).expect("read");
+        let grandchild: u32 = line.trim().parse().expect("pid");
+        assert!(pid_running(grandchild));
+        kill_group(child.id(), SIGKILL).expect("killpg");
+        assert_eq!(ended(child.id()).signal(), Some(SIGKILL));
+        child.wait().expect("wait");
+        let start = Instant::now();
+        while pid_running(grandchild) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "grandchild runs on"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(kill_group(0, SIGKILL).is_err());
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use super::wire::{self, MAX_FRAME, Msg};
+use super::wire::{self, HUB_FRAME_LIMIT, MAX_FRAME, Msg};
 use super::{ENV_BOOT, ENV_JOB, ENV_NODE, ENV_RANK, ENV_SECRET, ENV_SIZE, Secret};
 use crate::error::{Error, ErrorClass, Result};
 use crate::liveness::Liveness;
@@ -213,8 +213,10 @@ impl BootClient {
     /// all members' data ordered by index. Each `(comm, seq)` names one collective.
     ///
     /// Fails with [`ErrorClass::ProcFailed`] if a rank of the job failed or the hub connection
-    /// broke, with [`ErrorClass::Arg`] if the members disagree on the collective or `index` is
-    /// out of range, and with [`ErrorClass::Other`] after [`BootClient::finalize`].
+    /// broke, with [`ErrorClass::Arg`] if the members disagree on the collective, `index` is out
+    /// of range, or the hub refuses it (more members than the job has ranks, a contribution of
+    /// more than 4 MiB, too many collectives open at once), and with [`ErrorClass::Other`] after
+    /// [`BootClient::finalize`].
     pub fn allgather(
         &self,
         comm: u64,
@@ -247,6 +249,12 @@ impl BootClient {
         let frame = request
             .encode()
             .map_err(|e| arg_error(format!("allgather contribution: {e}")))?;
+        if frame.len() - 4 > HUB_FRAME_LIMIT {
+            return Err(arg_error(format!(
+                "allgather contribution of {} bytes: the hub takes at most {HUB_FRAME_LIMIT}",
+                data.len()
+            )));
+        }
         {
             let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
             self.check_usable()?;

@@ -7,25 +7,37 @@
 //! closes without `Finalize`, or that the launcher reports with [`Hub::fail_rank`], fails the
 //! job: every pending and future collective is answered with a `Failed` frame naming it.
 //!
-//! One thread accepts connections and one thread serves each connection.
+//! One thread accepts connections and one thread serves each connection. The hub trusts no size
+//! it is sent beyond what the job allows: at most [`max_connections`] connections at a time
+//! (more are closed at once), frames of at most 4 MiB, each read and written whole within
+//! [`DEADLINE`] of its first byte (a hello within it of the connection), and collectives of at
+//! most `size` members, with at most 16 contributions of one rank waiting.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::io::BufReader;
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::Secret;
-use super::wire::{self, MAX_FRAME, Msg};
+use super::gather::{Contribution, Gathers};
+use super::wire::{self, HUB_FRAME_LIMIT, Msg, Paced};
 use crate::error::{Error, ErrorClass, Result};
 
-/// How long a new connection may take to send its hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the hub waits for the whole of one message once its first byte has arrived (and for
+/// a new connection's hello), and for one message it sends to be taken.
+pub const DEADLINE: Duration = Duration::from_secs(5);
 /// Largest hello frame body read from a not yet authenticated connection.
 const HELLO_LIMIT: usize = 64;
+/// Connections beyond twice the job's size that may be open at a time.
+const SPARE_CONNECTIONS: usize = 16;
+
+/// How many connections the hub of a job of `size` ranks keeps open at a time: every rank's,
+/// as many again arriving at once, and 16 more.
+pub fn max_connections(size: usize) -> usize {
+    size.saturating_mul(2).saturating_add(SPARE_CONNECTIONS)
+}
 
 /// A running hub. Dropping it stops accepting and closes every connection.
 pub struct Hub {
@@ -40,6 +52,8 @@ type Writer = Arc<Mutex<TcpStream>>;
 struct Shared {
     secret: Secret,
     stopping: AtomicBool,
+    /// Connections open (each served by a thread).
+    connections: AtomicUsize,
     state: Mutex<State>,
 }
 
@@ -48,16 +62,36 @@ struct State {
     peers: Vec<Option<Writer>>,
     /// Ranks that sent `Finalize`.
     finalized: Vec<bool>,
+    /// Ranks that were ever admitted.
+    joined: Vec<bool>,
+    /// When the first rank was admitted.
+    first_join: Option<Instant>,
     /// Collectives waiting for contributions.
-    pending: HashMap<(u64, u64), Pending>,
+    gathers: Gathers<Writer>,
     /// The first failed rank and why it failed.
     failure: Option<(usize, String)>,
 }
 
-struct Pending {
-    parts: Vec<Option<Vec<u8>>>,
-    arrived: usize,
-    waiting: Vec<Writer>,
+/// One connection's claim on [`Shared::connections`], released when dropped.
+struct Slot(Arc<Shared>);
+
+impl Slot {
+    /// Claims a connection, unless `limit` are open already.
+    fn claim(shared: &Arc<Shared>, limit: usize) -> Option<Slot> {
+        shared
+            .connections
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Arc::clone(shared)))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -75,8 +109,9 @@ fn lock_all(writers: &[Writer]) -> Vec<MutexGuard<'_, TcpStream>> {
     unique.into_iter().map(|w| lock(w)).collect()
 }
 
-/// Sends `msg` on every locked connection; write errors are ignored (the connection's own
-/// thread sees them). Gathered data too large for a frame is answered with `Rejected`.
+/// Sends `msg` on every locked connection. A connection that does not take it within
+/// [`DEADLINE`] is shut down (its own thread then fails its rank); other write errors are left
+/// to that thread too. Gathered data too large for a frame is answered with `Rejected`.
 fn send(outs: &mut [MutexGuard<'_, TcpStream>], msg: &Msg) {
     let frame = msg.encode().or_else(|e| match msg {
         Msg::Gathered { comm, seq, .. } => Msg::Rejected {
@@ -89,7 +124,9 @@ fn send(outs: &mut [MutexGuard<'_, TcpStream>], msg: &Msg) {
     });
     if let Ok(frame) = frame {
         for out in outs {
-            let _ = wire::write_frame(&mut **out, &frame);
+            if wire::write_frame_within(out, &frame, DEADLINE).is_err() {
+                let _ = out.shutdown(Shutdown::Both);
+            }
         }
     }
 }
@@ -117,17 +154,21 @@ impl Hub {
         let shared = Arc::new(Shared {
             secret,
             stopping: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
             state: Mutex::new(State {
                 peers: vec![None; size],
                 finalized: vec![false; size],
-                pending: HashMap::new(),
+                joined: vec![false; size],
+                first_join: None,
+                gathers: Gathers::new(size),
                 failure: None,
             }),
         });
         let accepting = Arc::clone(&shared);
+        let limit = max_connections(size);
         let acceptor = thread::Builder::new()
             .name("onesided-hub".into())
-            .spawn(move || accept_loop(&accepting, &listener))
+            .spawn(move || accept_loop(&accepting, &listener, limit))
             .map_err(|e| Error::os("starting the bootstrap hub thread", e))?;
         Ok(Hub {
             shared,
@@ -139,6 +180,21 @@ impl Hub {
     /// The address ranks connect to (`ONESIDED_BOOT`).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The first failure of the job, as the hub saw it or was told: the rank and why it failed.
+    /// The hub sees a rank fail when its connection closes without `Finalize`, which happens
+    /// as the process dies, before its parent can collect its exit status.
+    pub fn failure(&self) -> Option<(usize, String)> {
+        lock(&self.shared.state).failure.clone()
+    }
+
+    /// When the first rank joined (was admitted) and the ranks that have not joined since;
+    /// `None` while no rank has joined.
+    pub fn absent_since(&self) -> Option<(Instant, Vec<usize>)> {
+        let state = lock(&self.shared.state);
+        let absent = (0..state.joined.len()).filter(|&r| !state.joined[r]);
+        state.first_join.map(|t| (t, absent.collect()))
     }
 
     /// Records that `rank` failed for `reason` (e.g. "killed by signal 9 (SIGKILL)"): every
@@ -179,17 +235,22 @@ impl Drop for Hub {
     }
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+/// Accepts connections, each served by its own thread while fewer than `limit` are open; the
+/// others are closed at once.
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, limit: usize) {
     for conn in listener.incoming() {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
         }
         match conn {
             Ok(stream) => {
-                let serving = Arc::clone(shared);
+                let Some(slot) = Slot::claim(shared, limit) else {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    continue;
+                };
                 let _ = thread::Builder::new()
                     .name("onesided-hub-conn".into())
-                    .spawn(move || serve(&serving, stream));
+                    .spawn(move || serve(&slot.0, stream));
             }
             Err(_) => thread::sleep(Duration::from_millis(10)),
         }
@@ -198,14 +259,15 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
 
 /// Serves one connection until it closes.
 fn serve(shared: &Shared, stream: TcpStream) {
-    let Some((rank, pid, writer)) = admit(shared, &stream) else {
+    let mut paced = Paced::new(&stream, DEADLINE);
+    let Some((rank, pid, writer)) = admit(shared, &stream, &mut paced) else {
         let _ = stream.shutdown(Shutdown::Both);
         return;
     };
-    let mut reader = BufReader::with_capacity(1 << 16, &stream);
+    let mut reader = BufReader::with_capacity(1 << 16, paced);
     let mut finalized = false;
     let fault = loop {
-        match wire::read_msg(&mut reader, MAX_FRAME) {
+        match wire::read_msg_within(&mut reader, HUB_FRAME_LIMIT, DEADLINE) {
             Ok(None) => break None,
             Ok(Some(Msg::Finalize)) => {
                 finalized = true;
@@ -218,8 +280,14 @@ fn serve(shared: &Shared, stream: TcpStream) {
                 index,
                 data,
             })) if !finalized => {
-                let (members, index) = (members as usize, index as usize);
-                shared.contribute(&writer, comm, seq, members, index, data);
+                let c = Contribution {
+                    comm,
+                    seq,
+                    members,
+                    index,
+                    data,
+                };
+                shared.contribute(rank, &writer, c);
             }
             Ok(Some(_)) => break Some("sent an unexpected bootstrap frame".to_string()),
             Err(e) => break Some(format!("broke its bootstrap connection ({e})")),
@@ -248,18 +316,20 @@ fn serve(shared: &Shared, stream: TcpStream) {
     }
 }
 
-/// Reads and checks the hello; on success registers the rank, welcomes it and returns
-/// `(rank, pid, writer)`. Any failure means the connection is refused.
-fn admit(shared: &Shared, stream: &TcpStream) -> Option<(usize, u32, Writer)> {
-    stream.set_read_timeout(Some(HELLO_TIMEOUT)).ok()?;
-    let Ok(Some(Msg::Hello { secret, rank, pid })) = wire::read_msg(&mut &*stream, HELLO_LIMIT)
-    else {
+/// Reads the hello from `paced` (within [`DEADLINE`] of the connection) and checks it; on
+/// success registers the rank, welcomes it and returns `(rank, pid, writer)`. Any failure means
+/// the connection is refused.
+fn admit(
+    shared: &Shared,
+    stream: &TcpStream,
+    paced: &mut Paced<'_>,
+) -> Option<(usize, u32, Writer)> {
+    let Ok(Some(Msg::Hello { secret, rank, pid })) = wire::read_msg(paced, HELLO_LIMIT) else {
         return None;
     };
     if !super::same_secret(&secret, &shared.secret) {
         return None;
     }
-    stream.set_read_timeout(None).ok()?;
     stream.set_nodelay(true).ok()?;
     let writer: Writer = Arc::new(Mutex::new(stream.try_clone().ok()?));
     let rank = rank as usize;
@@ -275,26 +345,30 @@ fn admit(shared: &Shared, stream: &TcpStream) -> Option<(usize, u32, Writer)> {
         };
         greeting.extend(failed_msg.encode().ok()?);
     }
-    wire::write_frame(&mut *lock(&writer), &greeting).ok()?;
+    wire::write_frame_within(&lock(&writer), &greeting, DEADLINE).ok()?;
     state.peers[rank] = Some(Arc::clone(&writer));
+    state.joined[rank] = true;
+    state.first_join.get_or_insert_with(Instant::now);
     Some((rank, pid, writer))
 }
 
 impl Shared {
-    /// Adds a contribution to collective `(comm, seq)` and sends what it leads to. The writers
-    /// are locked before the state is released, so that a `Failed` frame of a later failure
-    /// cannot overtake the answer of a collective that completed before it.
-    fn contribute(
-        &self,
-        from: &Writer,
-        comm: u64,
-        seq: u64,
-        members: usize,
-        index: usize,
-        data: Vec<u8>,
-    ) {
+    /// Adds `rank`'s contribution and sends what it leads to. The writers are locked before the
+    /// state is released, so that a `Failed` frame of a later failure cannot overtake the answer
+    /// of a collective that completed before it.
+    fn contribute(&self, rank: usize, from: &Writer, c: Contribution) {
         let mut state = lock(&self.state);
-        let Some((writers, msg)) = state.contribute(from, comm, seq, members, index, data) else {
+        let answer = match &state.failure {
+            Some((failed, reason)) => {
+                let msg = Msg::Failed {
+                    rank: u32::try_from(*failed).ok(),
+                    reason: reason.clone(),
+                };
+                Some((vec![Arc::clone(from)], msg))
+            }
+            None => state.gathers.contribute(rank, Arc::clone(from), c),
+        };
+        let Some((writers, msg)) = answer else {
             return;
         };
         let mut outs = lock_all(&writers);
@@ -310,7 +384,7 @@ impl Shared {
                 return;
             }
             state.failure = Some((rank, reason.clone()));
-            state.pending.clear();
+            state.gathers.clear();
             state.peers.iter().flatten().cloned().collect()
         };
         let msg = Msg::Failed {
@@ -318,65 +392,5 @@ impl Shared {
             reason,
         };
         send(&mut lock_all(&writers), &msg);
-    }
-}
-
-impl State {
-    /// Records a contribution to collective `(comm, seq)`; returns the connections to answer and
-    /// the answer, or `None` while the collective waits for more contributions.
-    fn contribute(
-        &mut self,
-        from: &Writer,
-        comm: u64,
-        seq: u64,
-        members: usize,
-        index: usize,
-        data: Vec<u8>,
-    ) -> Option<(Vec<Writer>, Msg)> {
-        if let Some((rank, reason)) = &self.failure {
-            let msg = Msg::Failed {
-                rank: u32::try_from(*rank).ok(),
-                reason: reason.clone(),
-            };
-            return Some((vec![Arc::clone(from)], msg));
-        }
-        let reject = |mut waiting: Vec<Writer>, reason: String| {
-            waiting.push(Arc::clone(from));
-            Some((waiting, Msg::Rejected { comm, seq, reason }))
-        };
-        if index >= members {
-            return reject(Vec::new(), format!("index {index} not below {members}"));
-        }
-        let mut entry = match self.pending.entry((comm, seq)) {
-            Entry::Occupied(e) => e,
-            Entry::Vacant(v) => v.insert_entry(Pending {
-                parts: vec![None; members],
-                arrived: 0,
-                waiting: Vec::new(),
-            }),
-        };
-        let pending = entry.get_mut();
-        let expected = pending.parts.len();
-        let problem = if expected != members {
-            Some(format!("members {members} differs from {expected}"))
-        } else if pending.parts[index].is_some() {
-            Some(format!("index {index} contributed twice"))
-        } else if pending.waiting.iter().any(|w| Arc::ptr_eq(w, from)) {
-            Some("one rank contributed twice".to_string())
-        } else {
-            None
-        };
-        if let Some(reason) = problem {
-            return reject(entry.remove().waiting, reason);
-        }
-        pending.parts[index] = Some(data);
-        pending.arrived += 1;
-        pending.waiting.push(Arc::clone(from));
-        if pending.arrived < members {
-            return None;
-        }
-        let done = entry.remove();
-        let parts = done.parts.into_iter().flatten().collect();
-        Some((done.waiting, Msg::Gathered { comm, seq, parts }))
     }
 }

@@ -11,6 +11,7 @@
 //! the collective network.
 
 pub mod client;
+mod gather;
 pub mod hub;
 pub(crate) mod wire;
 

@@ -25,23 +25,33 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest hello frame body read.
 const HELLO_LIMIT: usize = 64;
-/// TCP keepalive: idle seconds before the first probe, seconds between probes, probes: a host
-/// that vanished without closing its connections is noticed after about 10 s.
-const KEEPALIVE: (u32, u32, u32) = (5, 1, 5);
+/// TCP keepalive for a failure timeout of `silence`: idle seconds before the first probe (half
+/// of it), seconds between probes and their count, so that a host that vanished without closing
+/// its connections is noticed after about `silence`.
+fn keepalive(silence: Duration) -> (u32, u32, u32) {
+    let total = silence.as_secs().clamp(1, u32::MAX.into()) as u32;
+    let idle = (total / 2).max(1);
+    let interval = (total / 10).max(1);
+    let count = ((total - idle.min(total)) / interval).max(1);
+    (idle, interval, count)
+}
 
 fn os(what: String) -> impl Fn(std::io::Error) -> Error {
     move |e| Error::os(&what, e)
 }
 
-/// Socket settings of every connection: no Nagle delay, bounded writes, keepalive probes.
-fn tune(s: &TcpStream) -> std::io::Result<()> {
+/// Socket settings of every connection: no Nagle delay, bounded writes, keepalive probes, and
+/// data unacknowledged for `silence` failing the connection.
+fn tune(s: &TcpStream, silence: Duration) -> std::io::Result<()> {
     s.set_nodelay(true)?;
     s.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
-    let (idle, interval, count) = KEEPALIVE;
+    let (idle, interval, count) = keepalive(silence);
     setsockopt(s, sockopt::KeepAlive, &true)?;
     setsockopt(s, sockopt::TcpKeepIdle, &idle)?;
     setsockopt(s, sockopt::TcpKeepInterval, &interval)?;
     setsockopt(s, sockopt::TcpKeepCount, &count)?;
+    let ms = silence.as_millis().min(u32::MAX.into()) as u32;
+    setsockopt(s, sockopt::TcpUserTimeout, &ms)?;
     Ok(())
 }
 
@@ -70,7 +80,7 @@ pub(super) fn connect(net: &Arc<Net>, rank: usize, addrs: &[SocketAddr]) -> Resu
     for addr in addrs {
         let attempt = (|| -> std::result::Result<(TcpStream, u32), String> {
             let s = TcpStream::connect_timeout(addr, CONNECT_TIMEOUT).map_err(|e| e.to_string())?;
-            tune(&s).map_err(|e| e.to_string())?;
+            tune(&s, net.silence).map_err(|e| e.to_string())?;
             let frame = hello(net).encode().map_err(|e| e.to_string())?;
             wire::write_frame(&mut &s, &frame).map_err(|e| e.to_string())?;
             match read_hello(net, &s) {
@@ -96,7 +106,7 @@ pub(super) fn accept(net: Arc<Net>, s: TcpStream) {
     let Some((rank, pid)) = read_hello(&net, &s) else {
         return;
     };
-    let answered = tune(&s)
+    let answered = tune(&s, net.silence)
         .and_then(|()| hello(&net).encode())
         .and_then(|frame| wire::write_frame(&mut &s, &frame));
     if answered.is_ok() && rank < net.size && rank != net.me {
@@ -149,5 +159,25 @@ fn read(net: &Net, rank: usize, pid: u32, s: TcpStream) {
     };
     if !left && !net.stopping() {
         net.heard(Some(rank), &format!("{why} (pid {pid})"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keepalive_notices_silence_within_the_timeout() {
+        assert_eq!(keepalive(Duration::from_secs(10)), (5, 1, 5));
+        assert_eq!(keepalive(Duration::from_secs(60)), (30, 6, 5));
+        for secs in [1, 2, 3, 7, 10, 45, 3600] {
+            let (idle, interval, count) = keepalive(Duration::from_secs(secs));
+            let noticed = u64::from(idle + interval * count);
+            assert!(
+                noticed <= secs.max(2),
+                "{secs} s: noticed after {noticed} s"
+            );
+            assert!(idle >= 1 && interval >= 1 && count >= 1);
+        }
     }
 }

@@ -73,6 +73,7 @@ pub(crate) struct Net {
     size: usize,
     node: String,
     secret: Secret,
+    silence: Duration,
     liveness: Arc<Liveness>,
     directory: Arc<dyn Directory>,
     /// The connection that carries what is sent to each peer.
@@ -186,6 +187,8 @@ pub(crate) struct Identity {
     pub(crate) size: usize,
     pub(crate) node: String,
     pub(crate) secret: Secret,
+    /// How long a peer's connection may stay silent (its host gone) before it counts as failed.
+    pub(crate) silence: Duration,
 }
 
 impl Mesh {
@@ -201,6 +204,7 @@ impl Mesh {
             size: id.size,
             node: id.node,
             secret: id.secret,
+            silence: id.silence,
             liveness,
             directory,
             links: Mutex::new(HashMap::new()),

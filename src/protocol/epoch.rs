@@ -1,5 +1,7 @@
 //! The epoch state of one window at one origin: which synchronization is open, and whether an
-//! RMA call or a synchronization call is allowed now. No I/O: the window asks, then acts.
+//! RMA call or a synchronization call is allowed now. No I/O: the window asks, then acts, and
+//! records the call only once it succeeded ([`Epochs::issued`], [`Epochs::lock`] after
+//! [`Epochs::may_lock`]), so a refused call leaves the state as it was.
 //!
 //! # MPI-4.1: 12.5 (synchronization calls), 12.5.1 (fence), 12.5.3 (lock)
 
@@ -50,19 +52,28 @@ impl Epochs {
         self.lock_all || self.held > 0
     }
 
-    /// May an RMA call target `target` now? Marks a fence epoch as used.
+    /// May an RMA call target `target` now? Changes nothing: [`Epochs::issued`] records the call
+    /// once it succeeded.
     #[inline]
-    pub fn access(&mut self, target: usize) -> Result<()> {
-        if self.lock_all || self.locks.get(target).is_some_and(|l| l.is_some()) {
-            return Ok(());
-        }
-        if let Fence::Open { used } = &mut self.fence {
-            *used = true;
+    pub fn access(&self, target: usize) -> Result<()> {
+        if self.lock_all
+            || self.locks.get(target).is_some_and(|l| l.is_some())
+            || matches!(self.fence, Fence::Open { .. })
+        {
             return Ok(());
         }
         Err(sync_err(format!(
             "RMA call to rank {target} outside an access epoch (no fence, lock or lock_all covers it)"
         )))
+    }
+
+    /// An RMA call allowed by [`Epochs::access`] succeeded (or moved data before it failed):
+    /// a fence epoch open now has RMA calls to complete.
+    #[inline]
+    pub fn issued(&mut self) {
+        if let Fence::Open { used } = &mut self.fence {
+            *used = true;
+        }
     }
 
     /// Whether a request-based call (rput, rget, ...) may target `target`: passive target only.
@@ -94,8 +105,9 @@ impl Epochs {
         Ok(FencePlan { complete_ops: used })
     }
 
-    /// Begin a lock epoch on `target`.
-    pub fn lock(&mut self, kind: LockType, target: usize) -> Result<()> {
+    /// May a lock epoch on `target` begin now? Changes nothing: [`Epochs::lock`] records it
+    /// once the lock is held.
+    pub fn may_lock(&self, target: usize) -> Result<()> {
         if self.lock_all {
             return Err(sync_err("lock while lock_all is held"));
         }
@@ -103,15 +115,18 @@ impl Epochs {
             return Err(sync_err("lock inside a fence epoch with RMA calls"));
         }
         match self.locks.get(target) {
-            Some(None) => {}
-            Some(Some(_)) => return Err(sync_err(format!("rank {target} is already locked"))),
-            None => {
-                return Err(Error::new(
-                    ErrorClass::Rank,
-                    format!("rank {target} out of range"),
-                ));
-            }
+            Some(None) => Ok(()),
+            Some(Some(_)) => Err(sync_err(format!("rank {target} is already locked"))),
+            None => Err(Error::new(
+                ErrorClass::Rank,
+                format!("rank {target} out of range"),
+            )),
         }
+    }
+
+    /// Begin a lock epoch on `target` (which closes a fence epoch without RMA calls).
+    pub fn lock(&mut self, kind: LockType, target: usize) -> Result<()> {
+        self.may_lock(target)?;
         self.fence = Fence::Closed;
         self.locks[target] = Some(kind);
         self.held += 1;
@@ -131,14 +146,21 @@ impl Epochs {
         }
     }
 
-    /// Begin a lock_all epoch.
-    pub fn lock_all(&mut self) -> Result<()> {
+    /// May a lock_all epoch begin now? Changes nothing: [`Epochs::lock_all`] records it once
+    /// every lock is held.
+    pub fn may_lock_all(&self) -> Result<()> {
         if self.passive() {
             return Err(sync_err("lock_all while a lock or lock_all is held"));
         }
         if matches!(self.fence, Fence::Open { used: true }) {
             return Err(sync_err("lock_all inside a fence epoch with RMA calls"));
         }
+        Ok(())
+    }
+
+    /// Begin a lock_all epoch (which closes a fence epoch without RMA calls).
+    pub fn lock_all(&mut self) -> Result<()> {
+        self.may_lock_all()?;
         self.fence = Fence::Closed;
         self.lock_all = true;
         Ok(())
@@ -210,6 +232,7 @@ mod tests {
         assert_eq!(e.access(1).unwrap_err().class(), ErrorClass::RmaSync);
         e.fence(false, false).unwrap();
         e.access(1).unwrap();
+        e.issued();
         assert_eq!(
             e.fence(true, false).unwrap_err().class(),
             ErrorClass::RmaSync
@@ -274,9 +297,65 @@ mod tests {
         );
         e.fence(false, false).unwrap();
         e.access(0).unwrap();
+        e.issued();
         assert!(e.lock(LockType::Shared, 0).is_err());
         assert!(e.free().is_err());
         e.fence(false, false).unwrap();
+        e.free().unwrap();
+    }
+
+    #[test]
+    fn refused_calls_leave_the_fence_epoch_unused() {
+        let mut e = Epochs::new(2);
+        e.fence(true, false).unwrap();
+        // An RMA call that was allowed but then refused (by a later check or the transport)
+        // never reaches `issued`: the epoch may still be closed with NOPRECEDE, and may give
+        // way to a lock.
+        e.access(1).unwrap();
+        e.fence(true, false).unwrap();
+        e.access(1).unwrap();
+        e.may_lock(1).unwrap();
+        e.may_lock_all().unwrap();
+        e.access(0).unwrap();
+        assert_eq!(
+            e.fence(true, false).unwrap(),
+            FencePlan {
+                complete_ops: false
+            }
+        );
+        // A lock that could not be taken is never recorded: the fence epoch is still open.
+        e.may_lock(0).unwrap();
+        e.access(1).unwrap();
+        e.issued();
+        assert_eq!(
+            e.fence(true, false).unwrap_err().class(),
+            ErrorClass::RmaSync,
+            "a call that succeeded is remembered"
+        );
+        assert_eq!(e.may_lock(0).unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(e.may_lock_all().unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(e.may_lock(2).unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(
+            e.fence(false, true).unwrap(),
+            FencePlan { complete_ops: true }
+        );
+        assert_eq!(e.may_lock(2).unwrap_err().class(), ErrorClass::Rank);
+    }
+
+    #[test]
+    fn issued_outside_a_fence_epoch_changes_nothing() {
+        let mut e = Epochs::new(2);
+        e.lock(LockType::Shared, 1).unwrap();
+        e.access(1).unwrap();
+        e.issued();
+        e.unlock(1).unwrap();
+        assert_eq!(e.access(1).unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(
+            e.fence(true, false).unwrap(),
+            FencePlan {
+                complete_ops: false
+            }
+        );
         e.free().unwrap();
     }
 }

@@ -1,11 +1,13 @@
 //! Where things live in a window's node segment: one control block per node-local rank, then the
 //! ranks' window memory, contiguous in rank order (MPI_Win_allocate_shared's default) or each on
-//! its own pages (`alloc_shared_noncontig`, and MPI_Win_allocate).
+//! its own pages (`alloc_shared_noncontig`, and MPI_Win_allocate). A rank may ask for a larger
+//! alignment (`mpi_minimum_memory_alignment`): its memory then starts on a multiple of it, or,
+//! in contiguous memory, the memory of the first rank with a size does.
 //!
 //! The control block holds the words the synchronization protocols drive with atomics; each word
 //! has a cache line to itself.
 //!
-//! # MPI-4.1: 12.2.3
+//! # MPI-4.1: 12.2.2, 12.2.3 (alignment of contiguous and noncontiguous shared memory)
 
 use crate::protocol::barrier::MAX_ROUNDS;
 
@@ -27,7 +29,9 @@ pub const BARRIER_DONE: usize = 3 * LINE;
 /// First dissemination-barrier slot; slot `k` is at `BARRIER + k * LINE`.
 pub const BARRIER: usize = 4 * LINE;
 
-/// The lock word of the fabric's emulated accumulates (0 free, 1 held), on the block's last line.
+/// The lock word of emulated accumulates (0 free, 1 held), on the block's last line: the fabric's
+/// for element types its NIC does not run, and every transport's for elements not aligned in
+/// memory or not mapped (another process's MPI_Win_create memory over shared memory).
 pub const ACC_LOCK: usize = CTRL_BLOCK - LINE;
 
 /// The offset of barrier slot `round`.
@@ -35,11 +39,25 @@ pub fn barrier_slot(round: usize) -> usize {
     BARRIER + round * LINE
 }
 
-const _: () = assert!(BARRIER + MAX_ROUNDS * LINE <= ACC_LOCK);
+/// Set by the rank before this one (in rank order, wrapping) when it frees the window, to the
+/// number of fence barriers it completed plus one: a fence barrier beyond that number can
+/// never complete, and waiting in it is an error instead of a hang.
+pub const FREED_AT: usize = BARRIER + MAX_ROUNDS * LINE;
+
+const _: () = assert!(FREED_AT + LINE <= ACC_LOCK);
 
 /// Round `n` up to a multiple of `align` (a power of two).
 pub fn align_up(n: usize, align: usize) -> Option<usize> {
     Some(n.checked_add(align - 1)? & !(align - 1))
+}
+
+/// One node-local rank's window memory, as the layout places it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    /// Size in bytes.
+    pub size: usize,
+    /// The alignment its first byte needs (a power of two; page alignment is always given).
+    pub align: usize,
 }
 
 /// Offsets of every node-local rank's control block and window memory in the node segment.
@@ -51,29 +69,44 @@ pub struct NodeLayout {
     pub data: Vec<usize>,
     /// Total segment length.
     pub total: usize,
+    /// The alignment the segment's mapping needs in every process, so that the offsets above
+    /// give aligned addresses.
+    pub align: usize,
 }
 
-/// Lay out a node segment for local ranks with window sizes `sizes` (bytes). With `data == false`
-/// the window memory lives elsewhere (MPI_Win_create) and only control blocks are placed.
-/// `None` when the total overflows.
-pub fn node_layout(sizes: &[usize], data: bool, contiguous: bool) -> Option<NodeLayout> {
-    let ctrl: Vec<usize> = (0..sizes.len()).map(|i| i * CTRL_BLOCK).collect();
-    let mut at = sizes.len() * CTRL_BLOCK;
-    let mut offsets = Vec::with_capacity(sizes.len());
-    for &size in sizes {
+/// Lay out a node segment for local ranks whose window memory is `regions`. With
+/// `data == false` the window memory lives elsewhere (MPI_Win_create) and only control blocks
+/// are placed. Contiguous memory starts on the largest alignment asked for by a rank with a size
+/// (so the first such rank's does); otherwise each rank with a size starts on its own alignment
+/// and on a page. `None` when the total overflows.
+pub fn node_layout(regions: &[Region], data: bool, contiguous: bool) -> Option<NodeLayout> {
+    let ctrl: Vec<usize> = (0..regions.len()).map(|i| i * CTRL_BLOCK).collect();
+    let mut at = regions.len() * CTRL_BLOCK;
+    let mut align = PAGE;
+    if data {
+        align = regions
+            .iter()
+            .filter(|r| r.size > 0)
+            .fold(PAGE, |a, r| a.max(r.align));
+        if contiguous {
+            at = align_up(at, align)?;
+        }
+    }
+    let mut offsets = Vec::with_capacity(regions.len());
+    for r in regions {
+        if data && !contiguous && r.size > 0 {
+            at = align_up(at, r.align.max(PAGE))?;
+        }
         offsets.push(at);
         if data {
-            at = if contiguous {
-                at.checked_add(size)?
-            } else {
-                at.checked_add(align_up(size, PAGE)?)?
-            };
+            at = at.checked_add(r.size)?;
         }
     }
     Some(NodeLayout {
         ctrl,
         data: offsets,
         total: align_up(at, PAGE)?,
+        align,
     })
 }
 
@@ -81,28 +114,74 @@ pub fn node_layout(sizes: &[usize], data: bool, contiguous: bool) -> Option<Node
 mod tests {
     use super::*;
 
+    fn paged(sizes: &[usize]) -> Vec<Region> {
+        sizes
+            .iter()
+            .map(|&size| Region { size, align: 1 })
+            .collect()
+    }
+
     #[test]
     fn contiguous_regions_follow_each_other() {
-        let l = node_layout(&[10, 0, 7], true, true).unwrap();
+        let l = node_layout(&paged(&[10, 0, 7]), true, true).unwrap();
         assert_eq!(l.ctrl, vec![0, CTRL_BLOCK, 2 * CTRL_BLOCK]);
         assert_eq!(
             l.data,
             vec![3 * CTRL_BLOCK, 3 * CTRL_BLOCK + 10, 3 * CTRL_BLOCK + 10]
         );
-        assert_eq!(l.total, 4 * PAGE);
+        assert_eq!((l.total, l.align), (4 * PAGE, PAGE));
     }
 
     #[test]
     fn noncontiguous_regions_start_on_pages() {
-        let l = node_layout(&[10, 5000, 1], true, false).unwrap();
+        let l = node_layout(&paged(&[10, 5000, 1]), true, false).unwrap();
         assert_eq!(l.data, vec![3 * PAGE, 4 * PAGE, 6 * PAGE]);
         assert_eq!(l.total, 7 * PAGE);
-        assert!(node_layout(&[usize::MAX], true, false).is_none());
+        assert!(node_layout(&paged(&[usize::MAX]), true, false).is_none());
     }
 
     #[test]
     fn control_only() {
-        let l = node_layout(&[1 << 30, 8], false, false).unwrap();
-        assert_eq!(l.total, 2 * CTRL_BLOCK);
+        let l = node_layout(&paged(&[1 << 30, 8]), false, false).unwrap();
+        assert_eq!((l.total, l.align), (2 * CTRL_BLOCK, PAGE));
+    }
+
+    #[test]
+    fn requested_alignment_is_honoured() {
+        const K64: usize = 1 << 16;
+        let regions = [
+            Region {
+                size: 0,
+                align: 1 << 20,
+            },
+            Region {
+                size: 24,
+                align: K64,
+            },
+            Region {
+                size: 100,
+                align: 8,
+            },
+        ];
+        // Noncontiguous: each rank with a size on its own alignment; the mapping on the largest
+        // of those (a rank without memory asks for nothing).
+        let l = node_layout(&regions, true, false).unwrap();
+        assert_eq!(l.data, vec![3 * PAGE, K64, K64 + PAGE]);
+        assert_eq!((l.total, l.align), (K64 + 2 * PAGE, K64));
+        // Contiguous: the memory starts on the largest alignment, and stays contiguous.
+        let l = node_layout(&regions, true, true).unwrap();
+        assert_eq!(l.data, vec![K64, K64, K64 + 24]);
+        assert_eq!((l.total, l.align), (K64 + PAGE, K64));
+        let huge = [
+            Region {
+                size: 8,
+                align: 1 << 63,
+            },
+            Region {
+                size: 8,
+                align: 1 << 63,
+            },
+        ];
+        assert!(node_layout(&huge, true, false).is_none());
     }
 }

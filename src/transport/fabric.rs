@@ -2,13 +2,15 @@
 //!
 //! Each rank registers its control block and window memory with the NIC at window creation and
 //! publishes the keys with its endpoint address; puts are `fi_writemsg` (injected when small),
-//! gets `fi_read`, atomics `fi_fetch_atomic` / `fi_compare_atomic`. Every operation carries
-//! `FI_DELIVERY_COMPLETE` and bumps one counter, so a flush is the counter reaching the number of
-//! operations issued: complete at the target, visible to its loads and to other origins. A
-//! progress thread per endpoint serves the target side of providers that need the target to
-//! call into libfabric, so a target that computes or sleeps does not stall its origins.
+//! gets `fi_read`, atomics `fi_fetch_atomic` / `fi_compare_atomic` (accumulates the NIC cannot
+//! run, for their type or an element not aligned in memory, take the target's accumulate lock:
+//! `transport::locked_accumulate`). Every operation carries `FI_DELIVERY_COMPLETE` and bumps
+//! one counter, so a flush is the counter reaching the number of operations issued: complete at
+//! the target, visible to its loads and to other origins. A progress thread per endpoint serves
+//! the target side of providers that need the target to call into libfabric, so a target that
+//! computes or sleeps does not stall its origins.
 
-use super::{AccOp, Accumulate, Amo, Caps, Space, Transport};
+use super::{AccOp, Accumulate, Amo, Caps, Space, Transport, locked_accumulate};
 use crate::codec::{Dec, Enc};
 use crate::config::{Atomics, FabricConfig, MrMode};
 use crate::error::{Error, ErrorClass, Result};
@@ -72,6 +74,9 @@ struct FabricKey {
     ctrl: fi::RegionKey,
     data: fi::RegionKey,
     len: usize,
+    /// The address of the window memory modulo 8, so that origins know which elements are
+    /// aligned in memory (the key's base is an offset where the MR mode has no VIRT_ADDR).
+    lead: u64,
     /// Bit `Elem::index()` set: this rank's provider runs every accumulate on that type natively.
     native: u64,
 }
@@ -94,6 +99,7 @@ impl FabricKey {
         let e = enc_region(e, &self.ctrl);
         enc_region(e, &self.data)
             .u64(self.len as u64)
+            .u64(self.lead)
             .u64(self.native)
             .finish()
     }
@@ -105,6 +111,7 @@ impl FabricKey {
             ctrl: dec_region(&mut d)?,
             data: dec_region(&mut d)?,
             len: d.usize()?,
+            lead: d.u64()?,
             native: d.u64()?,
         })
     }
@@ -123,6 +130,8 @@ struct Target {
     peer: fi::Peer,
     ctrl: Remote,
     data: Remote,
+    /// [`FabricKey::lead`].
+    lead: u64,
 }
 
 /// This rank's endpoint and registrations, before the keys are exchanged.
@@ -202,7 +211,7 @@ fn open_endpoint(config: &FabricConfig) -> Result<fi::Endpoint> {
 fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> Result<Local<'a>> {
     let ep = open_endpoint(config)?;
     let ctrl = ep.register(ctrl).map_err(fi_err)?;
-    let len = data.len();
+    let (len, lead) = (data.len(), data.addr() as u64 % 8);
     let data = if len == 0 {
         None
     } else {
@@ -216,6 +225,7 @@ fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> R
             None => fi::RegionKey::default(),
         },
         len,
+        lead,
         native: match config.atomics {
             Atomics::Software => 0,
             Atomics::Auto => native_mask(&ep),
@@ -292,6 +302,7 @@ impl<'a> FabricTransport<'a> {
                     peer: ep.insert(&k.name).map_err(fi_err)?,
                     ctrl: remote(&k.ctrl, layout::CTRL_BLOCK)?,
                     data: remote(&k.data, k.len)?,
+                    lead: k.lead,
                 })
             })
             .collect::<Result<Vec<_>>>();
@@ -347,10 +358,17 @@ impl<'a> FabricTransport<'a> {
     }
 
     /// Whether every rank this origin has operations pending at is alive (as far as this node
-    /// can tell): a rank that finished and exited is no reason to fail a wait on others.
-    fn alive(&self) -> bool {
+    /// can tell): a rank that finished and exited is no reason to fail a wait on others. While
+    /// a rank is stopped, waits sleep until traffic arrives instead of polling.
+    fn alive(&self) -> fi::Waiting {
         let pending = self.pending.borrow();
-        self.peers.job_alive().is_ok() && !pending.iter().any(|&r| self.peers.gone(r))
+        if self.peers.job_alive().is_err() || pending.iter().any(|&r| self.peers.gone(r)) {
+            fi::Waiting::GiveUp
+        } else if self.peers.any_stopped() {
+            fi::Waiting::Idle
+        } else {
+            fi::Waiting::Poll
+        }
     }
 
     /// Note an operation to `target`, until the next completion of everything.
@@ -402,39 +420,9 @@ impl<'a> FabricTransport<'a> {
         Ok(u64::from_le_bytes(old))
     }
 
-    /// One element's accumulate emulated under the target's accumulate lock: read, combine,
-    /// write, complete, release. Atomic with respect to every other accumulate of the window,
-    /// since every rank takes this path for the element type.
+    /// One element's accumulate under the target's accumulate lock.
     fn emulated(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
-        let size = acc.elem.size();
-        self.at(target, Space::Data, offset, size)?;
-        let lock = |op| self.amo(target, Space::Control, layout::ACC_LOCK, op);
-        let watch = || self.peers.all_alive();
-        crate::wait::retry(&watch, || {
-            Ok((lock(Amo::CompareSwap {
-                compare: 0,
-                swap: 1,
-            })? == 0)
-                .then_some(()))
-        })?;
-        let updated = (|| -> Result<u64> {
-            let mut old = [0u8; 8];
-            self.get(target, Space::Data, offset, &mut old[..size])?;
-            let old = u64::from_le_bytes(old);
-            let new = acc.next(old);
-            if new != old {
-                self.put(target, Space::Data, offset, &new.to_le_bytes()[..size])?;
-                self.flush(target)?;
-            }
-            Ok(old)
-        })();
-        let released = lock(Amo::CompareSwap {
-            compare: 1,
-            swap: 0,
-        });
-        let old = updated?;
-        released?;
-        Ok(old)
+        locked_accumulate(self, &|| self.peers.all_alive(), target, offset, acc)
     }
 
     /// The provider in use, e.g. "tcp;ofi_rxm".
@@ -508,19 +496,25 @@ impl Transport for FabricTransport<'_> {
         Ok(u64::from_le_bytes(old))
     }
 
+    /// On the NIC where its provider runs every accumulate of the element type natively on every
+    /// rank and the element is aligned in the target's memory; under the target's accumulate
+    /// lock otherwise. Every origin decides the same way for an element, so accumulates on it
+    /// never mix the two paths.
     fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
-        if !offset.is_multiple_of(acc.elem.size()) {
-            return Err(Error::new(
-                ErrorClass::Arg,
-                format!(
-                    "atomic element at byte {offset} is not aligned to its {} bytes",
-                    acc.elem.size()
-                ),
-            ));
-        }
-        match self.native & 1 << acc.elem.index() {
-            0 => self.emulated(target, offset, acc),
-            _ => self.native(target, offset, acc),
+        let t = self.targets.get(target).ok_or_else(|| {
+            Error::new(
+                ErrorClass::Rank,
+                format!("rank {target} not served by the fabric"),
+            )
+        })?;
+        let aligned = t
+            .lead
+            .wrapping_add(offset as u64)
+            .is_multiple_of(acc.elem.size() as u64);
+        if aligned && self.native & 1 << acc.elem.index() != 0 {
+            self.native(target, offset, acc)
+        } else {
+            self.emulated(target, offset, acc)
         }
     }
 
@@ -541,7 +535,11 @@ impl Transport for FabricTransport<'_> {
     }
 
     fn progress(&self) -> Result<()> {
-        self.ep.progress();
+        if self.peers.any_stopped() {
+            self.ep.idle();
+        } else {
+            self.ep.progress();
+        }
         Ok(())
     }
 }

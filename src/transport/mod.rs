@@ -27,6 +27,7 @@ pub mod report;
 pub mod shm;
 
 use crate::error::Result;
+use crate::protocol::layout;
 pub use crate::protocol::lockword::Amo;
 use crate::protocol::reduce::{Elem, Op, combine};
 
@@ -99,9 +100,9 @@ pub trait Transport: std::fmt::Debug {
     fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()>;
     /// A 64-bit atomic on the 8-aligned word at `offset`; returns the old value.
     fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64>;
-    /// An atomic read-modify-write of the element at `offset` of `target`'s window memory
-    /// (aligned to its size), atomic with respect to every other `accumulate` of the window;
-    /// returns the old bits.
+    /// An atomic read-modify-write of the element at `offset` of `target`'s window memory (at
+    /// any offset), atomic with respect to every other `accumulate` of the window on the same
+    /// element; returns the old bits.
     fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64>;
     /// Complete every operation to `target` at the target.
     fn flush(&self, target: usize) -> Result<()>;
@@ -113,4 +114,48 @@ pub trait Transport: std::fmt::Debug {
     fn flush_local_all(&self) -> Result<()>;
     /// Let the transport move pending work (for transports whose target must make progress).
     fn progress(&self) -> Result<()>;
+}
+
+/// One element's accumulate emulated under `target`'s accumulate lock word
+/// ([`layout::ACC_LOCK`]): take it (compare-and-swap 0 to 1), read, combine, write, complete at
+/// the target, release. Works at any offset and on memory that `t` reaches only by copies, and
+/// is atomic with respect to every other accumulate on the element as long as every origin
+/// takes this path for it (each transport decides by the element's address and the window, the
+/// same way on every rank). `watch` fails once a rank the wait for the lock depends on is gone.
+///
+/// # MPI-4.1: 12.7.1 (atomicity of accumulates to the same location and datatype)
+pub(crate) fn locked_accumulate(
+    t: &dyn Transport,
+    watch: &dyn Fn() -> Result<()>,
+    target: usize,
+    offset: usize,
+    acc: Accumulate,
+) -> Result<u64> {
+    let size = acc.elem.size();
+    let lock = |op| t.amo(target, Space::Control, layout::ACC_LOCK, op);
+    crate::wait::retry(watch, || {
+        Ok((lock(Amo::CompareSwap {
+            compare: 0,
+            swap: 1,
+        })? == 0)
+            .then_some(()))
+    })?;
+    let updated = (|| -> Result<u64> {
+        let mut old = [0u8; 8];
+        t.get(target, Space::Data, offset, &mut old[..size])?;
+        let old = u64::from_le_bytes(old);
+        let new = acc.next(old);
+        if new != old {
+            t.put(target, Space::Data, offset, &new.to_le_bytes()[..size])?;
+            t.flush(target)?;
+        }
+        Ok(old)
+    })();
+    let released = lock(Amo::CompareSwap {
+        compare: 1,
+        swap: 0,
+    });
+    let old = updated?;
+    released?;
+    Ok(old)
 }

@@ -5,12 +5,20 @@
 //! are CPU atomics, flush is a memory fence. Memory the user lent to MPI_Win_create stays in its
 //! process and is reached by cross-memory attach (process_vm_writev / process_vm_readv), which
 //! completes before the call returns.
+//!
+//! Accumulates on elements aligned in mapped memory are CPU atomics. The others (an element not
+//! aligned to its size, and every element of MPI_Win_create memory, which other ranks reach only
+//! by copies) take the target's accumulate lock word (`transport::locked_accumulate`), the
+//! owner of create memory included, so that every accumulate on one element takes one path.
+//!
+//! # MPI-4.1: 12.3.4, 12.7.1 (accumulates at any displacement, atomic per element)
 
-use super::{AccOp, Accumulate, Amo, Caps, RemoteKey, Space, Transport};
+use super::{AccOp, Accumulate, Amo, Caps, RemoteKey, Space, Transport, locked_accumulate};
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
 use crate::protocol::reduce::Op;
+use crate::wait::Peers;
 use onesided_shm::cma::{CmaError, RemoteMem};
 use onesided_shm::{Mem, Segment, futex};
 use std::sync::Arc;
@@ -78,6 +86,9 @@ enum Data<'a> {
 struct Target<'a> {
     ctrl: Mem<'static>,
     data: Data<'a>,
+    /// The memory was lent to MPI_Win_create: every accumulate on it takes the lock word, since
+    /// the other ranks reach it only by copies.
+    lent: bool,
 }
 
 /// The shared-memory transport of one window.
@@ -85,6 +96,8 @@ struct Target<'a> {
 pub struct ShmTransport<'a> {
     caps: Caps,
     targets: Vec<Option<Target<'a>>>,
+    /// The ranks, watched while waiting for a target's accumulate lock.
+    peers: Peers,
 }
 
 const CAPS: Caps = Caps {
@@ -108,12 +121,13 @@ fn cma_err(e: CmaError) -> Error {
 impl<'a> ShmTransport<'a> {
     /// Connect to the targets whose keys are given (`None`: a target this transport does not
     /// serve). `segment` is this node's segment, already mapped; `own` is this rank's window
-    /// memory when it lives outside the segment (MPI_Win_create).
+    /// memory when it lives outside the segment (MPI_Win_create); `peers` watches the ranks.
     pub(crate) fn connect(
         me: usize,
         keys: &[Option<ShmKey>],
         segment: &Arc<Segment>,
         own: Option<Mem<'a>>,
+        peers: Peers,
     ) -> Result<ShmTransport<'a>> {
         let whole = Mem::from_segment(segment.clone());
         let mut own = own;
@@ -146,11 +160,13 @@ impl<'a> ShmTransport<'a> {
                         .map_err(|e| Error::os("window of another process", e))?,
                 ),
             };
-            targets.push(Some(Target { ctrl, data }));
+            let lent = matches!(key.data, DataDesc::Process { .. });
+            targets.push(Some(Target { ctrl, data, lent }));
         }
         Ok(ShmTransport {
             caps: CAPS,
             targets,
+            peers,
         })
     }
 
@@ -191,8 +207,9 @@ fn apply(word: &std::sync::atomic::AtomicU64, op: Amo) -> u64 {
     }
 }
 
-/// One element's read-modify-write with CPU atomics: a single instruction for integer sums,
-/// replacement and reads; a compare-and-swap loop otherwise. Returns the old bits.
+/// One element's read-modify-write with CPU atomics on the element at `offset` of `mem`, which
+/// is aligned to its size: a single instruction for integer sums, replacement and reads; a
+/// compare-and-swap loop otherwise. Returns the old bits.
 fn rmw(mem: &Mem<'_>, offset: usize, acc: Accumulate) -> Result<u64> {
     let sum = matches!(acc.op, AccOp::Apply(Op::Sum)) && !acc.elem.is_float();
     macro_rules! word {
@@ -214,18 +231,9 @@ fn rmw(mem: &Mem<'_>, offset: usize, acc: Accumulate) -> Result<u64> {
             } as u64)
         }};
     }
-    let misaligned = |_| {
-        Error::new(
-            ErrorClass::Arg,
-            format!(
-                "atomic element at byte {offset} is not aligned to its {} bytes",
-                acc.elem.size()
-            ),
-        )
-    };
     match acc.elem.size() {
-        8 => word!(mem.atomic_u64(offset).map_err(misaligned)?, u64),
-        _ => word!(mem.atomic_u32(offset).map_err(misaligned)?, u32),
+        8 => word!(mem.atomic_u64(offset)?, u64),
+        _ => word!(mem.atomic_u32(offset)?, u32),
     }
 }
 
@@ -274,14 +282,21 @@ impl Transport for ShmTransport<'_> {
         }
     }
 
+    /// A CPU atomic on an element aligned in mapped memory; under the target's accumulate lock
+    /// otherwise. The choice depends only on the element's offset and the target's memory, the
+    /// same on every rank: segments are mapped on page boundaries (or coarser) everywhere.
     fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
-        match &self.target(target)?.data {
-            Data::Mapped(m) => rmw(m, offset, acc),
-            Data::Process(_) => Err(Error::new(
-                ErrorClass::Other,
-                "accumulates on another process's MPI_Win_create memory need the fabric \
-                 transport (ONESIDED_TRANSPORT=fabric): the shm transport cannot reach it atomically",
-            )),
+        let t = self.target(target)?;
+        match &t.data {
+            Data::Mapped(m)
+                if !t.lent
+                    && m.addr()
+                        .wrapping_add(offset)
+                        .is_multiple_of(acc.elem.size()) =>
+            {
+                rmw(m, offset, acc)
+            }
+            _ => locked_accumulate(self, &|| self.peers.all_alive(), target, offset, acc),
         }
     }
 

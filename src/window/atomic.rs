@@ -1,12 +1,14 @@
 //! The accumulate family: accumulate, get_accumulate, fetch_and_op, compare_and_swap.
 //!
 //! Every element is one atomic read-modify-write through the window's atomic route (CPU atomics
-//! inside a node, the NIC's atomics or their emulation over the fabric), so accumulates from
-//! many origins to the same element combine exactly, as MPI requires for the same predefined
-//! datatype. Checks come first: rank, epoch, range, then the operation against the type.
+//! inside a node, the NIC's atomics over the fabric, or a locked read-modify-write where those
+//! cannot reach the element), so accumulates from many origins to the same element combine
+//! exactly, as MPI requires for the same predefined datatype, at any displacement. Checks come
+//! first: the operation against the type, rank, range, epoch; the epoch records the call once
+//! an element was updated, so a refused call changes no epoch state.
 //!
 //! # MPI-4.1: 12.3.4 (MPI_ACCUMULATE), 12.3.5 (MPI_GET_ACCUMULATE, MPI_FETCH_AND_OP,
-//! MPI_COMPARE_AND_SWAP)
+//! MPI_COMPARE_AND_SWAP), 12.7.1 (atomicity)
 
 use super::Window;
 use crate::error::{Error, ErrorClass, Result};
@@ -59,11 +61,11 @@ impl Window<'_> {
             .checked_mul(T::ELEM.size())
             .ok_or_else(|| Error::new(ErrorClass::Count, format!("{count} elements overflow")))?;
         let off = self.range(target, disp, len)?;
-        self.epochs.borrow_mut().access(target)?;
+        self.epochs.borrow().access(target)?;
         Ok(off)
     }
 
-    /// One element's read-modify-write at byte `off` of `target`.
+    /// One element's read-modify-write at byte `off` of `target` (any offset).
     #[inline]
     fn rmw<T: AtomicElem>(&self, target: usize, off: usize, op: AccOp, operand: T) -> Result<T> {
         let acc = Accumulate {
@@ -76,9 +78,21 @@ impl Window<'_> {
             .map(from_bits)
     }
 
+    /// The outcome `r` of a call that updated `done` elements: the epoch records the call if it
+    /// succeeded or changed memory before it failed, so that only a refused call leaves it as
+    /// it was.
+    #[inline]
+    fn record<R>(&self, done: usize, r: Result<R>) -> Result<R> {
+        if r.is_ok() || done > 0 {
+            self.epochs.borrow_mut().issued();
+        }
+        r
+    }
+
     /// Combine `origin` into `target`'s window at `disp` element by element with `op`
     /// (MPI_REPLACE stores; MPI_NO_OP is not allowed here: MPI_ERR_OP). Each element is
-    /// updated atomically with respect to every other accumulate on it.
+    /// updated atomically with respect to every other accumulate on it with the same type, at
+    /// any displacement (an element not aligned to its size in the target's memory included).
     ///
     /// # MPI-4.1: 12.3.4 (MPI_ACCUMULATE)
     pub fn accumulate<T: AtomicElem>(
@@ -97,10 +111,13 @@ impl Window<'_> {
         op.check(T::ELEM)?;
         let off = self.atomic_range::<T>(target, disp, origin.len())?;
         let size = T::ELEM.size();
-        for (i, &v) in origin.iter().enumerate() {
-            self.rmw(target, off + i * size, AccOp::Apply(op), v)?;
-        }
-        Ok(())
+        let mut done = 0;
+        let r = origin.iter().try_for_each(|&v| {
+            self.rmw(target, off + done * size, AccOp::Apply(op), v)?;
+            done += 1;
+            Ok(())
+        });
+        self.record(done, r)
     }
 
     /// Like [`Window::accumulate`], and the elements' previous values land in `result` (which
@@ -128,10 +145,16 @@ impl Window<'_> {
         op.check(T::ELEM)?;
         let off = self.atomic_range::<T>(target, disp, origin.len())?;
         let size = T::ELEM.size();
-        for (i, (&v, r)) in origin.iter().zip(result.iter_mut()).enumerate() {
-            *r = self.rmw(target, off + i * size, AccOp::Apply(op), v)?;
-        }
-        Ok(())
+        let mut done = 0;
+        let r = origin
+            .iter()
+            .zip(result.iter_mut())
+            .try_for_each(|(&v, r)| {
+                *r = self.rmw(target, off + done * size, AccOp::Apply(op), v)?;
+                done += 1;
+                Ok(())
+            });
+        self.record(done, r)
     }
 
     /// Combine `origin` into one element of `target` with `op` and return its previous value.
@@ -146,7 +169,7 @@ impl Window<'_> {
     ) -> Result<T> {
         op.check(T::ELEM)?;
         let off = self.atomic_range::<T>(target, disp, 1)?;
-        self.rmw(target, off, AccOp::Apply(op), origin)
+        self.record(0, self.rmw(target, off, AccOp::Apply(op), origin))
     }
 
     /// Store `origin` in one element of `target` if it equals `compare`; return its previous
@@ -167,13 +190,9 @@ impl Window<'_> {
             ));
         }
         let off = self.atomic_range::<T>(target, disp, 1)?;
-        self.rmw(
-            target,
-            off,
-            AccOp::CompareSwap {
-                compare: bits(compare),
-            },
-            origin,
-        )
+        let swap = AccOp::CompareSwap {
+            compare: bits(compare),
+        };
+        self.record(0, self.rmw(target, off, swap, origin))
     }
 }

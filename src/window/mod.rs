@@ -200,7 +200,7 @@ impl<'a> Window<'a> {
 
     /// Every supported info key with its value in use. # MPI-4.1: 12.2.7 (MPI_WIN_GET_INFO)
     pub fn info(&self) -> Info {
-        self.hints.to_info()
+        self.hints.to_info(self.flavor != Flavor::Create)
     }
 
     /// Set the window's name. # MPI-4.1: 12.2.6 (MPI_WIN_SET_NAME)
@@ -222,7 +222,9 @@ impl<'a> Window<'a> {
         self.release().result
     }
 
-    /// Close this rank's epochs and wait until no rank accesses this rank's memory any more.
+    /// Close this rank's epochs and wait until no rank accesses this rank's memory any more: the
+    /// ranks meet in a barrier of the communicator, outside the window, so that it cannot be
+    /// mistaken for a fence.
     fn release(&self) -> Released {
         if self.freed.replace(true) {
             return Released {
@@ -247,13 +249,7 @@ impl<'a> Window<'a> {
                 quiet: false,
             };
         }
-        let mut barrier = self.barrier();
-        if barrier.is_ok() && self.net.is_some() {
-            // The last signal of the barrier may still await its completion from a rank that
-            // has passed the barrier; that rank must not close its endpoint before it arrives,
-            // so the ranks meet once more, outside the fabric.
-            barrier = self.comm.barrier();
-        }
+        let barrier = self.announce_free().and_then(|()| self.comm.barrier());
         let quiet = barrier.is_ok();
         Released {
             result: open.and(closed).and(barrier),

@@ -2,7 +2,8 @@
 //!
 //! Each call checks the rank (MPI_ERR_RANK), the epoch (MPI_ERR_RMA_SYNC) and the target range
 //! (MPI_ERR_RMA_RANGE) before anything moves; it returns when the origin buffer may be reused
-//! (put) or holds the data (get), so the borrow of the buffer covers the whole transfer.
+//! (put) or holds the data (get), so the borrow of the buffer covers the whole transfer. Only a
+//! call that succeeded counts as an RMA call of the epoch: a refused one changes no epoch state.
 //!
 //! # MPI-4.1: 12.3.1 (MPI_PUT), 12.3.2 (MPI_GET)
 
@@ -20,8 +21,10 @@ impl Window<'_> {
     pub fn put<T: Pod>(&self, origin: &[T], target: usize, disp: usize) -> Result<()> {
         let bytes: &[u8] = bytemuck::cast_slice(origin);
         let off = self.range(target, disp, bytes.len())?;
-        self.epochs.borrow_mut().access(target)?;
-        self.route(target).put(target, Space::Data, off, bytes)
+        self.epochs.borrow().access(target)?;
+        self.route(target).put(target, Space::Data, off, bytes)?;
+        self.epochs.borrow_mut().issued();
+        Ok(())
     }
 
     /// Read `origin.len()` elements from `target`'s window at displacement `disp` into `origin`.
@@ -32,7 +35,9 @@ impl Window<'_> {
     pub fn get<T: Pod>(&self, origin: &mut [T], target: usize, disp: usize) -> Result<()> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(origin);
         let off = self.range(target, disp, bytes.len())?;
-        self.epochs.borrow_mut().access(target)?;
-        self.route(target).get(target, Space::Data, off, bytes)
+        self.epochs.borrow().access(target)?;
+        self.route(target).get(target, Space::Data, off, bytes)?;
+        self.epochs.borrow_mut().issued();
+        Ok(())
     }
 }

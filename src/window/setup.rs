@@ -2,7 +2,7 @@
 //!
 //! 1. Every rank checks its arguments; the ranks agree on the outcome (one bad argument fails
 //!    the call on every rank, none waits forever).
-//! 2. Sizes, displacement units and user addresses are gathered.
+//! 2. Sizes, displacement units and the memory alignments asked for are gathered.
 //! 3. The lowest rank of each node creates the node segment (control blocks, and the window
 //!    memory unless the user lent it); the others map it; then the name is unlinked at once, so
 //!    nothing is left in /dev/shm even if the job is killed later.
@@ -16,7 +16,7 @@ use crate::config::TransportChoice;
 use crate::error::{Error, ErrorClass, Result};
 use crate::info::{Info, WinHints};
 use crate::protocol::epoch::Epochs;
-use crate::protocol::layout::{self, NodeLayout};
+use crate::protocol::layout::{self, NodeLayout, Region};
 use crate::transport::RemoteKey;
 use crate::transport::net;
 use crate::transport::shm::{DataDesc, ShmKey, ShmTransport};
@@ -48,7 +48,9 @@ impl Request<'static> {
 
 impl Window<'static> {
     /// Allocate `size` bytes on this rank and open them, with those of every rank of `comm`, as
-    /// a window. Collective over `comm`; `disp_unit` must be positive.
+    /// a window. Collective over `comm`; `disp_unit` must be positive. The memory starts on a
+    /// page, or on the info key `mpi_minimum_memory_alignment` where that is larger (a power of
+    /// two up to 1 GiB, else MPI_ERR_INFO).
     ///
     /// # MPI-4.1: 12.2.2 (MPI_WIN_ALLOCATE)
     pub fn allocate(
@@ -67,7 +69,9 @@ impl Window<'static> {
     /// Like [`Window::allocate`], with memory every rank of the node can load and store through
     /// [`Window::shared_query`]. Contiguous across ranks in rank order unless the info key
     /// `alloc_shared_noncontig` is "true". Every rank of `comm` must be on one node, else
-    /// MPI_ERR_RMA_SHARED.
+    /// MPI_ERR_RMA_SHARED. `mpi_minimum_memory_alignment` applies to the start of contiguous
+    /// memory (the memory of the first rank whose size is not 0), and to every rank's memory
+    /// with `alloc_shared_noncontig`.
     ///
     /// # MPI-4.1: 12.2.3 (MPI_WIN_ALLOCATE_SHARED)
     pub fn allocate_shared(
@@ -180,11 +184,18 @@ fn node_ranks(comm: &Comm, flavor: Flavor) -> Result<Vec<usize>> {
     Ok(local)
 }
 
-/// Create (lowest node rank) or map (the others) the node segment, then unlink its name.
-fn node_segment(comm: &Comm, local: &[usize], name: &str, len: usize) -> Result<Arc<Segment>> {
+/// Create (lowest node rank) or map (the others) the node segment at an address that is a
+/// multiple of `align`, then unlink its name.
+fn node_segment(
+    comm: &Comm,
+    local: &[usize],
+    name: &str,
+    len: usize,
+    align: usize,
+) -> Result<Arc<Segment>> {
     let leader = comm.rank() == local[0];
     let created = if leader {
-        Segment::create(name, len)
+        Segment::create(name, len, align)
             .map(Some)
             .map_err(|e| Error::os("creating the window segment", e))
     } else {
@@ -193,7 +204,9 @@ fn node_segment(comm: &Comm, local: &[usize], name: &str, len: usize) -> Result<
     let created = comm.agree("creating the window segment", created)?;
     let mapped = match created {
         Some(seg) => Ok(seg),
-        None => Segment::open(name, len).map_err(|e| Error::os("mapping the window segment", e)),
+        None => {
+            Segment::open(name, len, align).map_err(|e| Error::os("mapping the window segment", e))
+        }
     };
     let mapped = comm.agree("mapping the window segment", mapped);
     if leader {
@@ -204,27 +217,39 @@ fn node_segment(comm: &Comm, local: &[usize], name: &str, len: usize) -> Result<
 
 fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     let checked = check(&req, info);
-    let addr = req.user.as_ref().map_or(0, Mem::addr);
     let mine = Enc::new()
         .u64(req.size as u64)
         .u64(req.disp_unit as u64)
-        .u64(addr as u64)
+        .u64(checked.as_ref().map_or(1, |h| h.alignment) as u64)
         .finish();
     let all = comm.agree_gather("window creation", checked.as_ref().map(|_| &mine[..]));
     let hints = checked?;
     let mut extents = Vec::with_capacity(comm.size());
+    let mut aligns = Vec::with_capacity(comm.size());
     for bytes in all? {
         let mut d = Dec::new(&bytes);
         extents.push(Extent {
             size: d.usize()?,
             disp_unit: d.usize()?,
         });
+        aligns.push(d.usize()?);
     }
     let local = node_ranks(comm, req.flavor)?;
     let in_segment = req.flavor != Flavor::Create;
     let contiguous = req.flavor == Flavor::Shared && !hints.noncontig;
-    let sizes: Vec<usize> = local.iter().map(|&r| extents[r].size).collect();
-    let NodeLayout { ctrl, data, total } = layout::node_layout(&sizes, in_segment, contiguous)
+    let regions: Vec<Region> = local
+        .iter()
+        .map(|&r| Region {
+            size: extents[r].size,
+            align: aligns[r],
+        })
+        .collect();
+    let NodeLayout {
+        ctrl,
+        data,
+        total,
+        align,
+    } = layout::node_layout(&regions, in_segment, contiguous)
         .ok_or_else(|| Error::new(ErrorClass::NoMem, "window too large for one node"))?;
     // The ranks agreed on the configuration at start-up.
     let forced = comm.job().config.transport_choice() == TransportChoice::Fabric;
@@ -236,7 +261,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         comm.next_seq(),
         local[0]
     );
-    let segment = node_segment(comm, &local, &name, total)?;
+    let segment = node_segment(comm, &local, &name, total, align)?;
 
     let me = comm.rank();
     let at = local.iter().position(|&r| r == me).unwrap_or(0);
@@ -303,7 +328,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
             false => Route::Shm,
         })
         .collect();
-    let shm = ShmTransport::connect(me, &keys, &segment, req.user)?;
+    let shm = ShmTransport::connect(me, &keys, &segment, req.user, peers.clone())?;
     Ok(Window {
         comm: comm.clone(),
         flavor: req.flavor,

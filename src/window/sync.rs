@@ -27,8 +27,21 @@ impl Window<'_> {
         // nobody a signal.
         // Ranks whose process can be watched are on this node, so their completion marks are
         // read from the node segment, which outlives them.
+        let freed_at = ctrl.atomic_u64(layout::FREED_AT)?;
         let watch = || {
             self.peers.job_alive()?;
+            let freed = freed_at.load(std::sync::atomic::Ordering::Acquire);
+            if freed != 0 && generation >= freed {
+                return Err(Error::new(
+                    ErrorClass::RmaSync,
+                    format!(
+                        "rank {} freed the window after {} fences, and this rank waits in fence \
+                         {generation}",
+                        (me + n - 1) % n,
+                        freed - 1
+                    ),
+                ));
+            }
             for r in self.peers.all_gone() {
                 let done = self
                     .shm
@@ -51,6 +64,32 @@ impl Window<'_> {
         ctrl.atomic_u64(layout::BARRIER_DONE)?
             .store(generation, std::sync::atomic::Ordering::Release);
         Ok(())
+    }
+
+    /// Complete every operation this rank issued, then tell the next rank (in rank order) that
+    /// this one frees the window after the fences it completed: a rank still waiting in a later
+    /// fence learns that it never completes ([`layout::FREED_AT`]) and fails with
+    /// MPI_ERR_RMA_SYNC, frees in turn and tells the next, so that a rank that leaves early
+    /// (returning an error) ends the others' fences instead of hanging them.
+    pub(super) fn announce_free(&self) -> Result<()> {
+        self.transports().try_for_each(|t| t.flush_all())?;
+        let (me, n) = (self.comm.rank(), self.comm.size());
+        if n == 1 {
+            return Ok(());
+        }
+        let done = self
+            .shm
+            .control(me)?
+            .atomic_u64(layout::BARRIER_DONE)?
+            .load(std::sync::atomic::Ordering::Acquire);
+        self.atomic_route()
+            .amo(
+                (me + 1) % n,
+                Space::Control,
+                layout::FREED_AT,
+                Amo::FetchAdd(done + 1),
+            )
+            .map(drop)
     }
 
     /// Fails once any rank of the window is gone (for waits on locks, which any rank may hold).
@@ -125,15 +164,15 @@ impl Window<'_> {
     }
 
     /// Begin a passive-target epoch on `target` with a shared or exclusive lock. Accepts NOCHECK.
+    /// A lock that cannot be taken changes no epoch state.
     ///
     /// # MPI-4.1: 12.5.3 (MPI_WIN_LOCK)
     pub fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
         self.check_target(target)?;
         self.lockable(assert, "lock")?;
-        self.epochs.borrow_mut().lock(kind, target)?;
-        self.acquire(kind, target).inspect_err(|_| {
-            let _ = self.epochs.borrow_mut().unlock(target);
-        })
+        self.epochs.borrow().may_lock(target)?;
+        self.acquire(kind, target)?;
+        self.epochs.borrow_mut().lock(kind, target)
     }
 
     /// End the epoch on `target`: its RMA calls complete at origin and target, then the lock is
@@ -146,22 +185,22 @@ impl Window<'_> {
         self.release_lock(kind, target)
     }
 
-    /// Begin a shared-lock epoch on every rank of the window. Accepts NOCHECK.
+    /// Begin a shared-lock epoch on every rank of the window. Accepts NOCHECK. If a lock cannot
+    /// be taken, those taken are released and no epoch state changes.
     ///
     /// # MPI-4.1: 12.5.3 (MPI_WIN_LOCK_ALL)
     pub fn lock_all(&self, assert: Assert) -> Result<()> {
         self.lockable(assert, "lock_all")?;
-        self.epochs.borrow_mut().lock_all()?;
+        self.epochs.borrow().may_lock_all()?;
         for target in 0..self.comm.size() {
             if let Err(e) = self.acquire(LockType::Shared, target) {
                 for held in 0..target {
                     let _ = self.release_lock(LockType::Shared, held);
                 }
-                let _ = self.epochs.borrow_mut().unlock_all();
                 return Err(e);
             }
         }
-        Ok(())
+        self.epochs.borrow_mut().lock_all()
     }
 
     /// End the lock_all epoch: every RMA call completes, then every shared lock is released.

@@ -566,10 +566,15 @@ fn config(
 ) -> String {
     let d = dir.display();
     let socket = socket.display();
+    // Job ids of this cluster start where no earlier test cluster's did (it keeps no state): a
+    // step killed with its job leaves `/tmp/spmix_appdir_<uid>_<job>.<step>` behind, and the
+    // PMIx plugin of a later step with the same ids fails to launch on it.
+    let first_job = 1000 + u64::from(std::process::id()) % 60_000 * 1000;
     format!(
         "\
 # Private one-node test cluster of the onesided tests (tests/cluster/slurm.rs).
 ClusterName=onesided
+FirstJobId={first_job}
 SlurmctldHost={host}(127.0.0.1)
 SlurmUser={user}
 SlurmdUser={user}

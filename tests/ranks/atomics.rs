@@ -5,42 +5,17 @@
 //! # MPI-4.1: 12.3.4, 12.3.5, 12.7 (progress)
 
 use crate::util::*;
-use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Window, World};
+use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, World};
 use std::time::{Duration, Instant};
 
 /// Fetch-and-adds per rank (each is a round trip over the fabric).
 const ITERS: usize = 150;
-
-/// Whether `win` can run atomics on `target`, the same answer on every rank: the shm transport
-/// cannot reach another process's MPI_Win_create memory atomically, and says so with
-/// MPI_ERR_OTHER (checked here by every rank but the target).
-fn atomics_reach(win: &Window<'_>, target: usize) -> Result<bool, String> {
-    let shm = win.transport_name(target).ctx("transport_name")? == "shm";
-    if win.flavor() != Flavor::Create || !shm {
-        return Ok(true);
-    }
-    if target != win.rank() {
-        win.lock(LockType::Shared, target, Assert::NONE)
-            .ctx("lock")?;
-        let r = win.fetch_and_op(1u64, target, 0, Op::Sum);
-        win.unlock(target).ctx("unlock")?;
-        expect_class(
-            r,
-            ErrorClass::Other,
-            "fetch_and_op on create memory over shm",
-        )?;
-    }
-    Ok(false)
-}
 
 /// Every rank fetch-adds 1 to one u64 of rank 0, accumulates 2 into an i64 and 0.5 into an
 /// f64, under lock_all: the totals are exact and each rank's fetched values increase.
 pub fn counts(world: &World, flavor: Flavor) -> Res {
     let (me, n) = (world.rank(), world.size());
     with_window(world, flavor, 64, 8, &Info::new(), |win| {
-        if !atomics_reach(win, 0)? {
-            return Ok(());
-        }
         world.barrier().ctx("barrier")?;
         win.lock_all(Assert::NONE).ctx("lock_all")?;
         let mut last = None;
@@ -78,9 +53,6 @@ pub fn cas_claims(world: &World, flavor: Flavor) -> Res {
     const SLOTS: usize = 16;
     let me = world.rank();
     with_window(world, flavor, 8 * (SLOTS + 1), 8, &Info::new(), |win| {
-        if !atomics_reach(win, 0)? {
-            return Ok(());
-        }
         world.barrier().ctx("barrier")?;
         win.lock(LockType::Shared, 0, Assert::NONE).ctx("lock")?;
         let mut won = Vec::new();
@@ -119,9 +91,6 @@ pub fn cas_claims(world: &World, flavor: Flavor) -> Res {
 pub fn ops_and_types(world: &World, flavor: Flavor) -> Res {
     let (me, n) = (world.rank(), world.size());
     with_window(world, flavor, 64, 1, &Info::new(), |win| {
-        if !atomics_reach(win, 0)? {
-            return Ok(());
-        }
         if me == 0 {
             win.write_local(32, &[1.0f64]).ctx("write_local")?;
         }
@@ -245,7 +214,6 @@ fn busy_target(world: &World, flavor: Flavor, busy: Busy) -> Res {
         world.size()
     );
     with_window(world, flavor, 64, 8, &Info::new(), |win| {
-        let cas = atomics_reach(win, 1)?;
         world.barrier().ctx("barrier")?;
         if me == 1 {
             win.lock(LockType::Shared, 0, Assert::NONE).ctx("lock")?;
@@ -272,12 +240,10 @@ fn busy_target(world: &World, flavor: Flavor, busy: Busy) -> Res {
             let mut back = [0u64; 2];
             win.get(&mut back, 1, 0).ctx("get")?;
             ensure_eq!(back, [41, 42], "get after put");
-            if cas {
-                let old = win
-                    .compare_and_swap(7u64, 41, 1, 0)
-                    .ctx("compare_and_swap")?;
-                ensure_eq!(old, 41, "compare_and_swap old value");
-            }
+            let old = win
+                .compare_and_swap(7u64, 41, 1, 0)
+                .ctx("compare_and_swap")?;
+            ensure_eq!(old, 41, "compare_and_swap old value");
             win.unlock(1).ctx("unlock")?;
             let took = start.elapsed();
             ensure!(
@@ -287,10 +253,9 @@ fn busy_target(world: &World, flavor: Flavor, busy: Busy) -> Res {
         }
         world.barrier().ctx("barrier")?;
         if me == 1 {
-            let want = if cas { [7, 42] } else { [41, 42] };
             ensure_eq!(
                 local_u64(win, 2)?,
-                want,
+                [7, 42],
                 "target memory after the origin's epoch"
             );
         }

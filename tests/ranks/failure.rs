@@ -9,7 +9,7 @@
 //! # MPI-4.1: 12.5.1 (fence), 12.5.3 (lock); ULFM's MPI_ERR_PROC_FAILED
 
 use crate::util::*;
-use onesided::{Assert, Flavor, Info, LockType, World};
+use onesided::{Assert, Flavor, Info, LockType, Window, World};
 use onesided_shm::process::{SIGKILL, TerminationSignals, kill};
 use std::time::Duration;
 
@@ -100,4 +100,31 @@ pub fn holding_lock(world: &World, flavor: Flavor) -> Res {
         let r = win.lock(LockType::Exclusive, 0, Assert::NONE);
         report(me, "lock of a target locked by a dead rank", r)
     })
+}
+
+/// Rank 1 leaves with an error right after creating the window (as `?` does: the window is
+/// dropped, or `Window::create` frees it, on the way out), while rank 0 calls fence, fence and
+/// frees the window. Rank 1's free must not pass for one of rank 0's fences: rank 0 must learn
+/// that the window is being freed, and the job must end with an error instead of waiting for a
+/// rank that will never call again.
+pub fn early_return(world: &World, flavor: Flavor) -> Res {
+    let me = world.rank();
+    let body = |win: &Window<'_>| -> Res {
+        if me == 1 {
+            return Err("early return".into());
+        }
+        win.fence(Assert::NONE).ctx("first fence")?;
+        win.fence(Assert::NONE).ctx("second fence")?;
+        Ok(())
+    };
+    match flavor {
+        Flavor::Create => {
+            let mut memory = [0u64; 8];
+            Window::create(world, &mut memory, 8, &Info::new(), body).ctx("create/free")?
+        }
+        _ => {
+            let win = Window::allocate(world, 64, 8, &Info::new()).ctx("allocate")?;
+            body(&win)
+        }
+    }
 }

@@ -3,8 +3,8 @@
 //! # MPI-4.1: 12.2.5 (MPI_WIN_FREE), 11.2.2 (MPI_FINALIZE)
 
 use crate::util::*;
-use onesided::{Flavor, Info, World};
-use std::time::Duration;
+use onesided::{Assert, Flavor, Info, World};
+use std::time::{Duration, Instant};
 
 /// How long an exclusive lock may wait behind shared lockers.
 const LIMIT: Duration = Duration::from_millis(250);
@@ -138,4 +138,62 @@ fn all_pids(world: &World) -> Result<Vec<u32>, String> {
                 .map_err(|_| format!("a pid of {} bytes", b.len()))
         })
         .collect()
+}
+
+/// How long the stopped rank of [`stopped_peer_costs_no_cpu`] stays stopped.
+const STOPPED_FOR: Duration = Duration::from_secs(2);
+
+/// Rank 1 stops itself (SIGSTOP) for [`STOPPED_FOR`] between two fences, with a child process
+/// that resumes it; rank 0 waits in the second fence all that time. Waiting on a peer that makes
+/// no progress must not burn the waiter's cores (over the fabric, neither the thread in the
+/// fence nor the progress thread): rank 0's process may use a quarter of the time it waited.
+pub fn stopped_peer_costs_no_cpu(world: &World, flavor: Flavor) -> Res {
+    let me = world.rank();
+    with_window(world, flavor, 8, 8, &Info::new(), |win| {
+        win.fence(Assert::NOPRECEDE).ctx("first fence")?;
+        if me == 1 {
+            let pid = std::process::id();
+            std::process::Command::new("sh")
+                .args([
+                    "-c",
+                    &format!("sleep {}; kill -CONT {pid}", STOPPED_FOR.as_secs()),
+                ])
+                .spawn()
+                .map_err(|e| format!("starting the waker: {e}"))?;
+            onesided_shm::process::kill(pid, libc::SIGSTOP).map_err(|e| format!("SIGSTOP: {e}"))?;
+        }
+        let (wall, cpu) = (Instant::now(), cpu_time()?);
+        win.fence(Assert::NOSUCCEED).ctx("second fence")?;
+        let (waited, used) = (wall.elapsed(), cpu_time()? - cpu);
+        if me == 0 {
+            ensure!(
+                waited >= STOPPED_FOR / 2,
+                "the fence ended after {waited:?}, while rank 1 was stopped for {STOPPED_FOR:?}"
+            );
+            ensure!(
+                used < waited / 4,
+                "waiting {waited:?} on a stopped peer used {used:?} of CPU"
+            );
+        }
+        Ok(())
+    })
+}
+
+/// CPU time (user and system, every thread) this process has used so far.
+fn cpu_time() -> Result<Duration, String> {
+    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| format!("stat: {e}"))?;
+    let after_name = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or("no ')' in /proc/self/stat")?;
+    // Fields after the name start with field 3 (state); utime and stime are fields 14 and 15.
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<u64, String> {
+        fields
+            .get(i - 3)
+            .and_then(|f| f.parse().ok())
+            .ok_or(format!("field {i} of /proc/self/stat"))
+    };
+    let hz = 100; // USER_HZ: the unit of /proc times on Linux
+    Ok(Duration::from_millis((ticks(14)? + ticks(15)?) * 1000 / hz))
 }
