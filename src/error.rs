@@ -6,6 +6,7 @@
 //! # MPI-4.1: 9.4 (error classes), 12.8 (RMA error classes)
 
 use std::fmt;
+use std::sync::Arc;
 
 /// MPI error classes that onesided returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -131,12 +132,24 @@ impl fmt::Display for ErrorClass {
     }
 }
 
-/// An error of onesided: an MPI error class and a message saying what went wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An error of onesided: an MPI error class and a message saying what went wrong, and the
+/// underlying error where there is one ([`std::error::Error::source`]). `Debug` prints the
+/// same as `Display`, so that `fn main() -> onesided::Result<()>` reports it readably.
+#[derive(Clone)]
 pub struct Error {
     class: ErrorClass,
     msg: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
+
+impl PartialEq for Error {
+    /// Errors are equal when class and message are (the source is part of the message).
+    fn eq(&self, other: &Error) -> bool {
+        self.class == other.class && self.msg == other.msg
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     /// An error of `class` described by `msg`.
@@ -144,7 +157,17 @@ impl Error {
         Error {
             class,
             msg: msg.into(),
+            source: None,
         }
+    }
+
+    /// This error, caused by `source` (returned by [`std::error::Error::source`]).
+    pub(crate) fn caused_by(
+        mut self,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        self.source = Some(Arc::new(source));
+        self
     }
 
     /// The MPI error class.
@@ -163,7 +186,7 @@ impl Error {
             Some(libc::ENOMEM) => ErrorClass::NoMem,
             _ => ErrorClass::Other,
         };
-        Error::new(class, format!("{what}: {err}"))
+        Error::new(class, format!("{what}: {err}")).caused_by(err)
     }
 }
 
@@ -173,7 +196,19 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 impl From<onesided_shm::OutOfRange> for Error {
     /// An access outside window or control memory: MPI_ERR_RMA_RANGE.
@@ -194,6 +229,25 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_reads_like_display_and_os_errors_keep_their_source() {
+        let e = Error::new(ErrorClass::RmaSync, "put outside an epoch");
+        assert_eq!(format!("{e:?}"), "MPI_ERR_RMA_SYNC: put outside an epoch");
+        assert_eq!(format!("{e:?}"), e.to_string());
+        assert!(std::error::Error::source(&e).is_none());
+        let io = std::io::Error::from_raw_os_error(libc::ENOMEM);
+        let e = Error::os("mapping the segment", io);
+        assert_eq!(e.class(), ErrorClass::NoMem);
+        let source = std::error::Error::source(&e).expect("the OS error");
+        assert_eq!(
+            source
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.raw_os_error()),
+            Some(libc::ENOMEM)
+        );
+        assert_eq!(e.clone(), e);
+    }
 
     #[test]
     fn every_class_survives_the_wire() {

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::str::FromStr;
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use onesided_shm::cleanup;
 use onesided_shm::process::{self, SIGKILL, TerminationSignals};
@@ -335,9 +335,7 @@ fn supervise(
         }
         match cmd.spawn() {
             Ok(mut child) => {
-                if job.tag_output {
-                    pumps.extend(tag_streams(r, &mut child));
-                }
+                pumps.extend(forward_streams(job.tag_output.then_some(r), &mut child));
                 ranks.push(Rank::new(child));
             }
             Err(e) => {
@@ -418,31 +416,30 @@ fn rank_command(
         None => cmd.env_remove(boot::ENV_NODE),
     };
     cmd.envs(job.extra_env.iter().map(|(k, v)| (k, v)));
-    if job.tag_output {
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    }
+    // Through the launcher, a line at a time, so that lines of different ranks never mix.
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     process::kill_on_parent_death(&mut cmd);
     // Its own process group, so that stopping the rank stops whatever it started.
     cmd.process_group(0);
     cmd
 }
 
-/// Starts the threads copying a rank's piped stdout and stderr, tagged with its rank.
-fn tag_streams(r: usize, child: &mut Child) -> Vec<JoinHandle<()>> {
+/// Starts the threads copying a rank's piped stdout and stderr, tagged with `tag` if given.
+fn forward_streams(tag: Option<usize>, child: &mut Child) -> Vec<JoinHandle<()>> {
     let mut pumps = Vec::new();
     if let Some(out) = child.stdout.take() {
-        pumps.push(thread::spawn(move || pump(r, out, io::stdout())));
+        pumps.push(thread::spawn(move || pump(tag, out, io::stdout())));
     }
     if let Some(err) = child.stderr.take() {
-        pumps.push(thread::spawn(move || pump(r, err, io::stderr())));
+        pumps.push(thread::spawn(move || pump(tag, err, io::stderr())));
     }
     pumps
 }
 
-/// Copies `from` to `to` line by line, each line prefixed with `[r] ` and written in one call
-/// (so lines of different ranks do not mix).
-fn pump(r: usize, from: impl Read, mut to: impl Write) {
-    let prefix = format!("[{r}] ");
+/// Copies `from` to `to` line by line, each line (prefixed with `[r] ` for tag `r`) written in
+/// one call, so that lines of different ranks do not mix.
+fn pump(tag: Option<usize>, from: impl Read, mut to: impl Write) {
+    let prefix = tag.map_or(String::new(), |r| format!("[{r}] "));
     let mut from = BufReader::new(from);
     let mut line = Vec::new();
     loop {
@@ -459,8 +456,17 @@ fn pump(r: usize, from: impl Read, mut to: impl Write) {
     }
 }
 
+/// How long the launcher waits, once the ranks are gone, for their output to drain: a process
+/// that a rank started outside its process group may hold the pipes open for ever.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Joins the output threads once they are done, or leaves them after [`DRAIN`].
 fn join_all(handles: Vec<JoinHandle<()>>) {
-    for h in handles {
+    let deadline = Instant::now() + DRAIN;
+    while handles.iter().any(|h| !h.is_finished()) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(5));
+    }
+    for h in handles.into_iter().filter(|h| h.is_finished()) {
         let _ = h.join();
     }
 }

@@ -511,3 +511,34 @@ fn ranks_with_different_settings_fail_at_init() {
     );
     assert!(!out.stdout.contains("stencil: ok"), "{}", out.stdout);
 }
+
+/// Ranks that write each line in pieces (two `printf` processes per line, as unbuffered stderr
+/// writes do) at the same time: the launcher forwards whole lines, so no line of one rank is
+/// cut by another's, with or without `--tag-output`.
+#[test]
+fn lines_of_different_ranks_never_mix() {
+    let script = "for i in $(seq 200); do printf 'line of rank %s' \"$ONESIDED_RANK\" >&2; \
+                  printf ' number %s\\n' \"$i\" >&2; done";
+    for tag in [false, true] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided"));
+        cmd.args(["run", "-n", "4"]);
+        if tag {
+            cmd.arg("--tag-output");
+        }
+        cmd.args(["--", "sh", "-c", script]);
+        let out = finish(cmd, Duration::from_secs(20));
+        assert!(out.status.success(), "{}", out.stderr);
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 4 * 200, "{}", out.stderr);
+        for line in lines {
+            let body = match tag {
+                true => line.split_once("] ").map_or("", |(_, rest)| rest),
+                false => line,
+            };
+            let ok = body.starts_with("line of rank ")
+                && body.split(' ').count() == 6
+                && body.matches("number").count() == 1;
+            assert!(ok, "a mixed line: {line:?}");
+        }
+    }
+}

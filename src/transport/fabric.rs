@@ -31,7 +31,7 @@ fn fi_err(e: fi::FiError) -> Error {
     } else {
         ErrorClass::Other
     };
-    Error::new(class, format!("fabric: {e}"))
+    Error::new(class, format!("fabric: {e}")).caused_by(e)
 }
 
 /// The domain of this process for `config`, opened once and shared by its windows.
