@@ -97,7 +97,7 @@ pub struct RunArgs {
     /// Number of ranks to start.
     #[arg(short = 'n', long = "np", value_name = "N")]
     pub n: usize,
-    /// Prefix every line the ranks print with "[RANK] ".
+    /// Prefix every line the ranks print with `[RANK] `.
     #[arg(long)]
     pub tag_output: bool,
     /// Pretend the ranks run on K nodes: rank r gets ONESIDED_NODE=sim<r*K/N>.
@@ -185,7 +185,7 @@ pub struct Job {
     pub program: PathBuf,
     /// Arguments of the program.
     pub args: Vec<OsString>,
-    /// Prefix every output line with "[RANK] ".
+    /// Prefix every output line with `[RANK] `.
     pub tag_output: bool,
     /// Simulate this many nodes (sets `ONESIDED_NODE`).
     pub simulate_nodes: Option<usize>,

@@ -99,11 +99,17 @@ impl Drop for Domain {
 /// Element types of atomics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Datatype {
+    /// 32-bit signed integer (FI_INT32).
     I32,
+    /// 32-bit unsigned integer (FI_UINT32).
     U32,
+    /// 64-bit signed integer (FI_INT64).
     I64,
+    /// 64-bit unsigned integer (FI_UINT64).
     U64,
+    /// 32-bit float (FI_FLOAT).
     F32,
+    /// 64-bit float (FI_DOUBLE).
     F64,
 }
 
@@ -131,12 +137,19 @@ impl Datatype {
 /// Atomic operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AtomicOp {
+    /// Minimum (FI_MIN).
     Min,
+    /// Maximum (FI_MAX).
     Max,
+    /// Sum (FI_SUM).
     Sum,
+    /// Product (FI_PROD).
     Prod,
+    /// Bitwise or (FI_BOR).
     Bor,
+    /// Bitwise and (FI_BAND).
     Band,
+    /// Bitwise exclusive or (FI_BXOR).
     Bxor,
     /// Fetch only (the operand is ignored).
     Read,

@@ -5,6 +5,8 @@
     non_snake_case,
     dead_code,
     unsafe_op_in_unsafe_fn,
-    clippy::all
+    clippy::all,
+    clippy::undocumented_unsafe_blocks,
+    missing_docs
 )]
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));

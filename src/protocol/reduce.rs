@@ -9,11 +9,17 @@ use crate::error::{Error, ErrorClass, Result};
 /// Element types of accumulate calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Elem {
+    /// `i32` (MPI_INT32_T).
     I32,
+    /// `u32` (MPI_UINT32_T).
     U32,
+    /// `i64` (MPI_INT64_T).
     I64,
+    /// `u64` (MPI_UINT64_T).
     U64,
+    /// `f32` (MPI_FLOAT).
     F32,
+    /// `f64` (MPI_DOUBLE).
     F64,
 }
 

@@ -37,7 +37,10 @@ pub enum AccOp {
     /// Combine with the operand by `Op`.
     Apply(Op),
     /// Store the operand if the element equals `compare`.
-    CompareSwap { compare: u64 },
+    CompareSwap {
+        /// The value the element must hold for the operand to be stored.
+        compare: u64,
+    },
 }
 
 /// An atomic read-modify-write of one element of window memory: the accumulate family.
