@@ -247,6 +247,8 @@ mod tests {
             Some(libc::ENOMEM)
         );
         assert_eq!(e.clone(), e);
+        fn send_sync<T: Send + Sync + 'static>(_: &T) {}
+        send_sync(&e);
     }
 
     #[test]

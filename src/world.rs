@@ -5,7 +5,31 @@
 //! set of world ranks with collectives (barrier, broadcast, allgather of bytes), as
 //! MPI_COMM_WORLD and the communicators derived from it.
 //!
-//! # MPI-4.1: 6.4 (communicators), 7.4.2 (MPI_COMM_SPLIT_TYPE)
+//! # Threads
+//!
+//! onesided offers MPI's `MPI_THREAD_FUNNELED` level: a process may have any number of threads,
+//! but the one that called [`World::init`] makes every onesided call. The types say so:
+//! [`World`], [`Comm`] and [`Window`](crate::Window) are neither `Send` nor `Sync` (epochs and
+//! completion counters are per-thread state without locks, which keeps a put at the cost of a
+//! store), so the compiler refuses to move them to another thread:
+//!
+//! ```compile_fail
+//! let world = onesided::World::init().unwrap();
+//! std::thread::spawn(move || world.barrier());
+//! ```
+//!
+//! ```compile_fail
+//! let world = onesided::World::init().unwrap();
+//! let win = onesided::Window::allocate(&world, 8, 8, &onesided::Info::new()).unwrap();
+//! std::thread::scope(|s| {
+//!     s.spawn(|| win.fence(onesided::Assert::NONE));
+//! });
+//! ```
+//!
+//! Errors ([`Error`]) are `Send + Sync`, so a worker thread can report one.
+//! The library's own threads (progress, collective network, bootstrap) never touch a window.
+//!
+//! # MPI-4.1: 6.4 (communicators), 7.4.2 (MPI_COMM_SPLIT_TYPE), 11.6 (thread support)
 
 use crate::codec::{Dec, Enc};
 use crate::config::Config;

@@ -542,3 +542,21 @@ fn lines_of_different_ranks_never_mix() {
         }
     }
 }
+
+/// `examples/particles.rs`: a struct with `#[derive(onesided::Pod)]` moved by put and get
+/// between 4 ranks, and a deliberate put outside an epoch reported readably by every rank.
+#[test]
+fn a_derived_pod_struct_moves_between_ranks() {
+    let out = run_job(&["-n", "4", "--"], "particles", &[]);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("particles: ok (4 ranks, 56-byte particles)"),
+        "{}",
+        out.stdout
+    );
+    for r in 0..4 {
+        let said = format!("particles: rank {r}: a put outside any epoch: MPI_ERR_RMA_SYNC: ");
+        assert!(out.stdout.contains(&said), "{}", out.stdout);
+    }
+}
