@@ -139,11 +139,16 @@ impl fmt::Display for ErrorClass {
 pub struct Error {
     class: ErrorClass,
     msg: String,
+    /// The MPI call the user made, and the rank (in the call's communicator or window group)
+    /// that made it; set where the call returns.
+    call: Option<&'static str>,
+    rank: Option<usize>,
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl PartialEq for Error {
-    /// Errors are equal when class and message are (the source is part of the message).
+    /// Errors are equal when class and message are (the source is part of the message; the call
+    /// and rank say where it was returned, not what it is).
     fn eq(&self, other: &Error) -> bool {
         self.class == other.class && self.msg == other.msg
     }
@@ -157,8 +162,18 @@ impl Error {
         Error {
             class,
             msg: msg.into(),
+            call: None,
+            rank: None,
             source: None,
         }
+    }
+
+    /// This error as returned by `call` (its MPI name, e.g. `MPI_Put`) on `rank`. The outermost
+    /// call wins: a call made inside another one is not what the user called.
+    pub(crate) fn at(mut self, rank: Option<usize>, call: &'static str) -> Error {
+        self.call = Some(call);
+        self.rank = rank.or(self.rank);
+        self
     }
 
     /// This error, caused by `source` (returned by [`std::error::Error::source`]).
@@ -175,9 +190,19 @@ impl Error {
         self.class
     }
 
-    /// The message, without the class.
+    /// The message, without the class, the call and the rank.
     pub fn message(&self) -> &str {
         &self.msg
+    }
+
+    /// The MPI name of the call that returned this error (`MPI_Put`, `MPI_Win_fence`, ...).
+    pub fn call(&self) -> Option<&'static str> {
+        self.call
+    }
+
+    /// The rank that made the call, in the call's communicator or window group.
+    pub fn rank(&self) -> Option<usize> {
+        self.rank
     }
 
     /// An operating-system error while doing `what`.
@@ -191,8 +216,16 @@ impl Error {
 }
 
 impl fmt::Display for Error {
+    /// `MPI_ERR_RMA_SYNC: rank 1, MPI_Put: ...`: the class, where it was returned, the message.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.class, self.msg)
+        write!(f, "{}: ", self.class)?;
+        match (self.rank, self.call) {
+            (Some(rank), Some(call)) => write!(f, "rank {rank}, {call}: ")?,
+            (None, Some(call)) => write!(f, "{call}: ")?,
+            (Some(rank), None) => write!(f, "rank {rank}: ")?,
+            (None, None) => {}
+        }
+        f.write_str(&self.msg)
     }
 }
 
@@ -226,6 +259,17 @@ impl From<onesided_shm::OutOfRange> for Error {
 /// Result of onesided calls.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Runs the body of the user's call `call` (its MPI name) made by `rank`, naming both in its
+/// error.
+#[inline(always)]
+pub(crate) fn in_call<R>(
+    rank: Option<usize>,
+    call: &'static str,
+    body: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    body().map_err(|e| e.at(rank, call))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +293,23 @@ mod tests {
         assert_eq!(e.clone(), e);
         fn send_sync<T: Send + Sync + 'static>(_: &T) {}
         send_sync(&e);
+    }
+
+    #[test]
+    fn the_outermost_call_and_its_rank_are_named() {
+        let e = Error::new(ErrorClass::RmaSync, "no access epoch to rank 0");
+        let inner = e.clone().at(Some(1), "MPI_Win_flush_all");
+        let outer = inner.at(None, "MPI_Win_free");
+        assert_eq!(
+            outer.to_string(),
+            "MPI_ERR_RMA_SYNC: rank 1, MPI_Win_free: no access epoch to rank 0"
+        );
+        assert_eq!(
+            (outer.call(), outer.rank()),
+            (Some("MPI_Win_free"), Some(1))
+        );
+        assert_eq!(outer.message(), e.message());
+        assert_eq!(outer, e);
     }
 
     #[test]

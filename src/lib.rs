@@ -1,23 +1,30 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
-pub mod bench;
-pub mod boot;
-pub mod config;
-pub mod error;
-pub mod group;
-pub mod info;
-pub mod launch;
-pub mod protocol;
-pub mod transport;
-pub mod window;
-pub mod world;
-
 mod codec;
+mod config;
+mod error;
+mod group;
+mod info;
 mod liveness;
 mod mesh;
 mod pm;
+mod protocol;
+mod transport;
 mod wait;
+mod window;
+mod world;
+
+// The bootstrap protocol of the `onesided` launcher: private, unless the command itself (crate
+// `onesided-cli`) or its tests build this crate with the `launcher` feature.
+#[cfg(not(feature = "launcher"))]
+mod boot;
+#[cfg(feature = "launcher")]
+#[doc(hidden)]
+pub mod boot;
+#[cfg(feature = "launcher")]
+#[doc(hidden)]
+pub mod launcher;
 
 pub use bytemuck::{Pod, Zeroable};
 pub use config::{Atomics, Config, MrMode, ProcessManager, TransportChoice};

@@ -33,6 +33,7 @@
 
 use crate::codec::{Dec, Enc};
 use crate::config::Config;
+use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::group::Group;
 use crate::liveness::Liveness;
@@ -138,86 +139,88 @@ impl World {
     /// Like [`World::init`], with `config` instead of the environment's. Every rank must pass
     /// the same transport and fabric settings, else every rank fails naming the differences.
     pub fn init_with(config: Config) -> Result<World> {
-        onesided_shm::process::allow_ptrace_from_any()
-            .map_err(|e| Error::os("allowing sibling ranks cross-memory attach", e))?;
-        let node = this_node();
-        let pid = std::process::id();
-        let liveness = Arc::new(Liveness::new());
-        let Some(pm) = pm::join(config.requested_process_manager(), &liveness)? else {
-            let tag = crate::boot::to_hex(&crate::boot::random::<4>()?);
+        in_call(None, "MPI_Init", || {
+            onesided_shm::process::allow_ptrace_from_any()
+                .map_err(|e| Error::os("allowing sibling ranks cross-memory attach", e))?;
+            let node = this_node();
+            let pid = std::process::id();
+            let liveness = Arc::new(Liveness::new());
+            let Some(pm) = pm::join(config.requested_process_manager(), &liveness)? else {
+                let tag = crate::boot::to_hex(&crate::boot::random::<4>()?);
+                let job = Job {
+                    pm: None,
+                    mesh: None,
+                    id: format!("{pid}-{tag}"),
+                    nodes: vec![node],
+                    pids: vec![pid],
+                    config,
+                    liveness,
+                    cleanup: Arc::default(),
+                };
+                return Ok(World {
+                    comm: Comm::new(Arc::new(job), 0, vec![0], 0),
+                });
+            };
+            let (rank, size, job_id) = (pm.rank(), pm.size(), pm.job_id());
+            // What killed jobs of any process manager left behind (best effort: a segment of a
+            // process that is gone serves nobody).
+            let _ = onesided_shm::cleanup::remove_dead_fabric_segments();
+            let listener = Listener::bind()?;
+            let secret = pm.exchange(&listener.card(&node).encode())?;
+            let id = Identity {
+                rank,
+                size,
+                node: node.clone(),
+                secret,
+                silence: config.failure_timeout_value(),
+            };
+            let directory = Arc::new(pm::Cards::new(Arc::clone(&pm)));
+            let mesh = Mesh::start(listener, id, Arc::clone(&liveness), directory)?;
+            let settings = config.shared_settings();
+            let mine = Enc::new()
+                .u64(pid.into())
+                .str(&node)
+                .str(&settings)
+                .finish();
+            let members: Vec<usize> = (0..size).collect();
+            let all = mesh.allgather(0, 0, &members, rank, &mine)?;
+            let mut nodes = Vec::with_capacity(size);
+            let mut pids = Vec::with_capacity(size);
+            let mut differ = Vec::new();
+            for (r, bytes) in all.iter().enumerate() {
+                let mut d = Dec::new(bytes);
+                pids.push(d.u64()? as u32);
+                nodes.push(d.str()?);
+                let theirs = d.str()?;
+                if theirs != settings {
+                    differ.push(format!("rank {r}: {theirs}"));
+                }
+            }
+            if !differ.is_empty() {
+                return Err(Error::new(
+                    ErrorClass::Arg,
+                    format!(
+                        "the ranks' settings differ (rank {rank}: {settings}; {})",
+                        differ.join("; ")
+                    ),
+                ));
+            }
+            let cleanup = Arc::new(Mutex::new(None));
+            liveness.on_failure(remove_leftovers_of(&nodes, &pids, &node, cleanup.clone()));
             let job = Job {
-                pm: None,
-                mesh: None,
-                id: format!("{pid}-{tag}"),
-                nodes: vec![node],
-                pids: vec![pid],
+                pm: Some(pm),
+                mesh: Some(mesh),
+                id: job_id,
+                nodes,
+                pids,
                 config,
                 liveness,
-                cleanup: Arc::default(),
+                cleanup,
             };
-            return Ok(World {
-                comm: Comm::new(Arc::new(job), 0, vec![0], 0),
-            });
-        };
-        let (rank, size, job_id) = (pm.rank(), pm.size(), pm.job_id());
-        // What killed jobs of any process manager left behind (best effort: a segment of a
-        // process that is gone serves nobody).
-        let _ = onesided_shm::cleanup::remove_dead_fabric_segments();
-        let listener = Listener::bind()?;
-        let secret = pm.exchange(&listener.card(&node).encode())?;
-        let id = Identity {
-            rank,
-            size,
-            node: node.clone(),
-            secret,
-            silence: config.failure_timeout_value(),
-        };
-        let directory = Arc::new(pm::Cards::new(Arc::clone(&pm)));
-        let mesh = Mesh::start(listener, id, Arc::clone(&liveness), directory)?;
-        let settings = config.shared_settings();
-        let mine = Enc::new()
-            .u64(pid.into())
-            .str(&node)
-            .str(&settings)
-            .finish();
-        let members: Vec<usize> = (0..size).collect();
-        let all = mesh.allgather(0, 0, &members, rank, &mine)?;
-        let mut nodes = Vec::with_capacity(size);
-        let mut pids = Vec::with_capacity(size);
-        let mut differ = Vec::new();
-        for (r, bytes) in all.iter().enumerate() {
-            let mut d = Dec::new(bytes);
-            pids.push(d.u64()? as u32);
-            nodes.push(d.str()?);
-            let theirs = d.str()?;
-            if theirs != settings {
-                differ.push(format!("rank {r}: {theirs}"));
-            }
-        }
-        if !differ.is_empty() {
-            return Err(Error::new(
-                ErrorClass::Arg,
-                format!(
-                    "the ranks' settings differ (rank {rank}: {settings}; {})",
-                    differ.join("; ")
-                ),
-            ));
-        }
-        let cleanup = Arc::new(Mutex::new(None));
-        liveness.on_failure(remove_leftovers_of(&nodes, &pids, &node, cleanup.clone()));
-        let job = Job {
-            pm: Some(pm),
-            mesh: Some(mesh),
-            id: job_id,
-            nodes,
-            pids,
-            config,
-            liveness,
-            cleanup,
-        };
-        let comm = Comm::new(Arc::new(job), 0, members, rank);
-        comm.inner.seq.set(1);
-        Ok(World { comm })
+            let comm = Comm::new(Arc::new(job), 0, members, rank);
+            comm.inner.seq.set(1);
+            Ok(World { comm })
+        })
     }
 
     /// The world communicator.
@@ -363,27 +366,33 @@ impl Comm {
 
     /// Every rank's `data`, in rank order.
     pub fn allgather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let seq = self.next_seq();
-        let inner = &self.inner;
-        match &inner.job.mesh {
-            Some(mesh) => mesh.allgather(inner.id, seq, &inner.members, inner.rank, data),
-            None => Ok(vec![data.to_vec()]),
-        }
+        in_call(Some(self.rank()), "MPI_Allgather", || {
+            let seq = self.next_seq();
+            let inner = &self.inner;
+            match &inner.job.mesh {
+                Some(mesh) => mesh.allgather(inner.id, seq, &inner.members, inner.rank, data),
+                None => Ok(vec![data.to_vec()]),
+            }
+        })
     }
 
     /// Wait until every rank has called `barrier`. # MPI-4.1: 6.3 (MPI_BARRIER)
     pub fn barrier(&self) -> Result<()> {
-        self.allgather(&[]).map(drop)
+        in_call(Some(self.rank()), "MPI_Barrier", || {
+            self.allgather(&[]).map(drop)
+        })
     }
 
     /// Rank `root`'s `data` on every rank (`data` is ignored elsewhere).
     ///
     /// # MPI-4.1: 6.4 (MPI_BCAST)
     pub fn broadcast(&self, root: usize, data: &[u8]) -> Result<Vec<u8>> {
-        self.world_rank(root)?;
-        let mine = if self.rank() == root { data } else { &[] };
-        let mut all = self.allgather(mine)?;
-        Ok(std::mem::take(&mut all[root]))
+        in_call(Some(self.rank()), "MPI_Bcast", || {
+            self.world_rank(root)?;
+            let mine = if self.rank() == root { data } else { &[] };
+            let mut all = self.allgather(mine)?;
+            Ok(std::mem::take(&mut all[root]))
+        })
     }
 
     /// Every rank's `ok`: the first failure as an error on every rank, so that all ranks of a
@@ -430,17 +439,19 @@ impl Comm {
     ///
     /// # MPI-4.1: 7.4.2 (MPI_COMM_SPLIT_TYPE with MPI_COMM_TYPE_SHARED)
     pub fn split_shared(&self) -> Result<Comm> {
-        let seq = self.next_seq();
-        let me = self.node_of(self.rank());
-        let members: Vec<usize> = (0..self.size())
-            .filter(|&r| self.node_of(r) == me)
-            .map(|r| self.inner.members[r])
-            .collect();
-        let rank = members
-            .iter()
-            .position(|&w| w == self.inner.members[self.rank()])
-            .ok_or_else(|| Error::new(ErrorClass::Intern, "own rank missing from its node"))?;
-        let id = mix(mix(self.inner.id, seq), members[0] as u64 + 1);
-        Ok(Comm::new(self.inner.job.clone(), id, members, rank))
+        in_call(Some(self.rank()), "MPI_Comm_split_type", || {
+            let seq = self.next_seq();
+            let me = self.node_of(self.rank());
+            let members: Vec<usize> = (0..self.size())
+                .filter(|&r| self.node_of(r) == me)
+                .map(|r| self.inner.members[r])
+                .collect();
+            let rank = members
+                .iter()
+                .position(|&w| w == self.inner.members[self.rank()])
+                .ok_or_else(|| Error::new(ErrorClass::Intern, "own rank missing from its node"))?;
+            let id = mix(mix(self.inner.id, seq), members[0] as u64 + 1);
+            Ok(Comm::new(self.inner.job.clone(), id, members, rank))
+        })
     }
 }

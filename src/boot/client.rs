@@ -157,6 +157,7 @@ pub struct BootClient {
 impl BootClient {
     /// Connects to the hub of `env`'s job and authenticates as `env.rank`. Fails if the hub
     /// cannot be reached or refuses the connection (wrong secret, rank already connected).
+    #[cfg(feature = "launcher")]
     pub fn connect(env: &JobEnv) -> Result<BootClient> {
         BootClient::connect_watched(env, None)
     }

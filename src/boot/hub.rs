@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use super::Secret;
 use super::gather::{Contribution, Gathers};
-use super::wire::{self, HUB_FRAME_LIMIT, Msg, Paced};
+use super::paced::{self, Paced};
+use super::wire::{self, HUB_FRAME_LIMIT, Msg};
 use crate::error::{Error, ErrorClass, Result};
 
 /// How long the hub waits for the whole of one message once its first byte has arrived (and for
@@ -124,7 +125,7 @@ fn send(outs: &mut [MutexGuard<'_, TcpStream>], msg: &Msg) {
     });
     if let Ok(frame) = frame {
         for out in outs {
-            if wire::write_frame_within(out, &frame, DEADLINE).is_err() {
+            if paced::write_frame_within(out, &frame, DEADLINE).is_err() {
                 let _ = out.shutdown(Shutdown::Both);
             }
         }
@@ -267,7 +268,7 @@ fn serve(shared: &Shared, stream: TcpStream) {
     let mut reader = BufReader::with_capacity(1 << 16, paced);
     let mut finalized = false;
     let fault = loop {
-        match wire::read_msg_within(&mut reader, HUB_FRAME_LIMIT, DEADLINE) {
+        match paced::read_msg_within(&mut reader, HUB_FRAME_LIMIT, DEADLINE) {
             Ok(None) => break None,
             Ok(Some(Msg::Finalize)) => {
                 finalized = true;
@@ -345,7 +346,7 @@ fn admit(
         };
         greeting.extend(failed_msg.encode().ok()?);
     }
-    wire::write_frame_within(&lock(&writer), &greeting, DEADLINE).ok()?;
+    paced::write_frame_within(&lock(&writer), &greeting, DEADLINE).ok()?;
     state.peers[rank] = Some(Arc::clone(&writer));
     state.joined[rank] = true;
     state.first_join.get_or_insert_with(Instant::now);

@@ -11,11 +11,16 @@
 //! the collective network.
 
 pub mod client;
+#[cfg(feature = "launcher")]
 mod gather;
+#[cfg(feature = "launcher")]
 pub mod hub;
+#[cfg(feature = "launcher")]
+mod paced;
 pub(crate) mod wire;
 
 pub use client::{BootClient, JobEnv};
+#[cfg(feature = "launcher")]
 pub use hub::Hub;
 
 /// Environment variable holding the rank of the process, `0..size`.
@@ -40,7 +45,7 @@ pub const SECRET_LEN: usize = 32;
 pub type Secret = [u8; SECRET_LEN];
 
 /// `N` random bytes from the kernel.
-pub(crate) fn random<const N: usize>() -> crate::error::Result<[u8; N]> {
+pub fn random<const N: usize>() -> crate::error::Result<[u8; N]> {
     let mut b = [0u8; N];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
@@ -55,7 +60,7 @@ pub(crate) fn same_secret(a: &Secret, b: &Secret) -> bool {
 }
 
 /// Lower-case hex encoding of `bytes`.
-pub(crate) fn to_hex(bytes: &[u8]) -> String {
+pub fn to_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for &b in bytes {

@@ -109,18 +109,18 @@ pub fn release(kind: LockType) -> Amo {
     }
 }
 
-/// Apply `amo` to `word` the way a NIC or CPU atomic would: returns (old, new).
-pub fn apply(word: u64, amo: Amo) -> (u64, u64) {
-    match amo {
-        Amo::FetchAdd(v) => (word, word.wrapping_add(v)),
-        Amo::CompareSwap { compare, swap } if word == compare => (word, swap),
-        Amo::CompareSwap { .. } | Amo::Load => (word, word),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Apply `amo` to `word` the way a NIC or CPU atomic would: returns (old, new).
+    fn apply(word: u64, amo: Amo) -> (u64, u64) {
+        match amo {
+            Amo::FetchAdd(v) => (word, word.wrapping_add(v)),
+            Amo::CompareSwap { compare, swap } if word == compare => (word, swap),
+            Amo::CompareSwap { .. } | Amo::Load => (word, word),
+        }
+    }
 
     /// One attempt on a simulated word; a draining claim stays in the word.
     fn attempt(word: &mut u64, kind: LockType) -> Outcome {

@@ -424,11 +424,6 @@ impl<'a> FabricTransport<'a> {
     fn emulated(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
         locked_accumulate(self, &|| self.peers.all_alive(), target, offset, acc)
     }
-
-    /// The provider in use, e.g. "tcp;ofi_rxm".
-    pub fn provider(&self) -> String {
-        self.ep.domain().provider().name()
-    }
 }
 
 impl Transport for FabricTransport<'_> {

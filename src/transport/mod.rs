@@ -23,6 +23,7 @@
 #[cfg(have_libfabric)]
 pub mod fabric;
 pub(crate) mod net;
+#[cfg(feature = "launcher")]
 pub mod report;
 pub mod shm;
 

@@ -11,6 +11,7 @@
 //! MPI_COMPARE_AND_SWAP), 12.7.1 (atomicity)
 
 use super::Window;
+use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::reduce::Elem;
 pub use crate::protocol::reduce::Op;
@@ -102,22 +103,24 @@ impl Window<'_> {
         disp: usize,
         op: Op,
     ) -> Result<()> {
-        if op == Op::NoOp {
-            return Err(Error::new(
-                ErrorClass::Op,
-                "MPI_NO_OP is only for fetching accumulates",
-            ));
-        }
-        op.check(T::ELEM)?;
-        let off = self.atomic_range::<T>(target, disp, origin.len())?;
-        let size = T::ELEM.size();
-        let mut done = 0;
-        let r = origin.iter().try_for_each(|&v| {
-            self.rmw(target, off + done * size, AccOp::Apply(op), v)?;
-            done += 1;
-            Ok(())
-        });
-        self.record(done, r)
+        in_call(Some(self.rank()), "MPI_Accumulate", || {
+            if op == Op::NoOp {
+                return Err(Error::new(
+                    ErrorClass::Op,
+                    "MPI_NO_OP is only for fetching accumulates",
+                ));
+            }
+            op.check(T::ELEM)?;
+            let off = self.atomic_range::<T>(target, disp, origin.len())?;
+            let size = T::ELEM.size();
+            let mut done = 0;
+            let r = origin.iter().try_for_each(|&v| {
+                self.rmw(target, off + done * size, AccOp::Apply(op), v)?;
+                done += 1;
+                Ok(())
+            });
+            self.record(done, r)
+        })
     }
 
     /// Like [`Window::accumulate`], and the elements' previous values land in `result` (which
@@ -132,29 +135,31 @@ impl Window<'_> {
         disp: usize,
         op: Op,
     ) -> Result<()> {
-        if origin.len() != result.len() {
-            return Err(Error::new(
-                ErrorClass::Count,
-                format!(
-                    "{} origin elements but room for {} results",
-                    origin.len(),
-                    result.len()
-                ),
-            ));
-        }
-        op.check(T::ELEM)?;
-        let off = self.atomic_range::<T>(target, disp, origin.len())?;
-        let size = T::ELEM.size();
-        let mut done = 0;
-        let r = origin
-            .iter()
-            .zip(result.iter_mut())
-            .try_for_each(|(&v, r)| {
-                *r = self.rmw(target, off + done * size, AccOp::Apply(op), v)?;
-                done += 1;
-                Ok(())
-            });
-        self.record(done, r)
+        in_call(Some(self.rank()), "MPI_Get_accumulate", || {
+            if origin.len() != result.len() {
+                return Err(Error::new(
+                    ErrorClass::Count,
+                    format!(
+                        "{} origin elements but room for {} results",
+                        origin.len(),
+                        result.len()
+                    ),
+                ));
+            }
+            op.check(T::ELEM)?;
+            let off = self.atomic_range::<T>(target, disp, origin.len())?;
+            let size = T::ELEM.size();
+            let mut done = 0;
+            let r = origin
+                .iter()
+                .zip(result.iter_mut())
+                .try_for_each(|(&v, r)| {
+                    *r = self.rmw(target, off + done * size, AccOp::Apply(op), v)?;
+                    done += 1;
+                    Ok(())
+                });
+            self.record(done, r)
+        })
     }
 
     /// Combine `origin` into one element of `target` with `op` and return its previous value.
@@ -167,9 +172,11 @@ impl Window<'_> {
         disp: usize,
         op: Op,
     ) -> Result<T> {
-        op.check(T::ELEM)?;
-        let off = self.atomic_range::<T>(target, disp, 1)?;
-        self.record(0, self.rmw(target, off, AccOp::Apply(op), origin))
+        in_call(Some(self.rank()), "MPI_Fetch_and_op", || {
+            op.check(T::ELEM)?;
+            let off = self.atomic_range::<T>(target, disp, 1)?;
+            self.record(0, self.rmw(target, off, AccOp::Apply(op), origin))
+        })
     }
 
     /// Store `origin` in one element of `target` if it equals `compare`; return its previous
@@ -183,16 +190,18 @@ impl Window<'_> {
         target: usize,
         disp: usize,
     ) -> Result<T> {
-        if T::ELEM.is_float() {
-            return Err(Error::new(
-                ErrorClass::Type,
-                "compare_and_swap takes integer types, not floating point",
-            ));
-        }
-        let off = self.atomic_range::<T>(target, disp, 1)?;
-        let swap = AccOp::CompareSwap {
-            compare: bits(compare),
-        };
-        self.record(0, self.rmw(target, off, swap, origin))
+        in_call(Some(self.rank()), "MPI_Compare_and_swap", || {
+            if T::ELEM.is_float() {
+                return Err(Error::new(
+                    ErrorClass::Type,
+                    "compare_and_swap takes integer types, not floating point",
+                ));
+            }
+            let off = self.atomic_range::<T>(target, disp, 1)?;
+            let swap = AccOp::CompareSwap {
+                compare: bits(compare),
+            };
+            self.record(0, self.rmw(target, off, swap, origin))
+        })
     }
 }

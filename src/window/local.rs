@@ -9,6 +9,7 @@
 //! # MPI-4.1: 12.2.3 (MPI_WIN_SHARED_QUERY), 12.7 (memory model)
 
 use super::{Flavor, Window};
+use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use bytemuck::Pod;
 use onesided_shm::Mem;
@@ -95,27 +96,29 @@ impl<'a> Window<'a> {
     ///
     /// # MPI-4.1: 12.2.3 (MPI_WIN_SHARED_QUERY)
     pub fn shared_query(&self, rank: Option<usize>) -> Result<SharedRegion<'_>> {
-        let rank = match rank {
-            Some(r) => {
-                self.extent(r)?;
-                r
-            }
-            None => (0..self.extents.len())
-                .find(|&r| self.extents[r].size > 0)
-                .unwrap_or(0),
-        };
-        let mem = if rank == self.rank() {
-            Some(self.local.clone())
-        } else {
-            match self.flavor {
-                Flavor::Create => None,
-                Flavor::Allocate | Flavor::Shared => self.shared[rank].clone(),
-            }
-        };
-        Ok(SharedRegion {
-            mem,
-            disp_unit: self.extents[rank].disp_unit,
-            _window: PhantomData,
+        in_call(Some(self.rank()), "MPI_Win_shared_query", || {
+            let rank = match rank {
+                Some(r) => {
+                    self.extent(r)?;
+                    r
+                }
+                None => (0..self.extents.len())
+                    .find(|&r| self.extents[r].size > 0)
+                    .unwrap_or(0),
+            };
+            let mem = if rank == self.rank() {
+                Some(self.local.clone())
+            } else {
+                match self.flavor {
+                    Flavor::Create => None,
+                    Flavor::Allocate | Flavor::Shared => self.shared[rank].clone(),
+                }
+            };
+            Ok(SharedRegion {
+                mem,
+                disp_unit: self.extents[rank].disp_unit,
+                _window: PhantomData,
+            })
         })
     }
 }

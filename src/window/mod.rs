@@ -19,6 +19,7 @@ mod sync;
 pub use atomic::{AtomicElem, Op};
 pub use local::SharedRegion;
 
+use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::group::Group;
 use crate::info::{Info, WinHints};
@@ -219,7 +220,8 @@ impl<'a> Window<'a> {
     ///
     /// # MPI-4.1: 12.2.5 (MPI_WIN_FREE)
     pub fn free(self) -> Result<()> {
-        self.release().result
+        let rank = self.rank();
+        in_call(Some(rank), "MPI_Win_free", || self.release().result)
     }
 
     /// Close this rank's epochs and wait until no rank accesses this rank's memory any more: the

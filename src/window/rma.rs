@@ -9,6 +9,7 @@
 
 use super::Window;
 use crate::error::Result;
+use crate::error::in_call;
 use crate::transport::Space;
 use bytemuck::Pod;
 
@@ -19,12 +20,14 @@ impl Window<'_> {
     /// # MPI-4.1: 12.3.1
     #[inline]
     pub fn put<T: Pod>(&self, origin: &[T], target: usize, disp: usize) -> Result<()> {
-        let bytes: &[u8] = bytemuck::cast_slice(origin);
-        let off = self.range(target, disp, bytes.len())?;
-        self.epochs.borrow().access(target)?;
-        self.route(target).put(target, Space::Data, off, bytes)?;
-        self.epochs.borrow_mut().issued();
-        Ok(())
+        in_call(Some(self.rank()), "MPI_Put", || {
+            let bytes: &[u8] = bytemuck::cast_slice(origin);
+            let off = self.range(target, disp, bytes.len())?;
+            self.epochs.borrow().access(target)?;
+            self.route(target).put(target, Space::Data, off, bytes)?;
+            self.epochs.borrow_mut().issued();
+            Ok(())
+        })
     }
 
     /// Read `origin.len()` elements from `target`'s window at displacement `disp` into `origin`.
@@ -33,11 +36,13 @@ impl Window<'_> {
     /// # MPI-4.1: 12.3.2
     #[inline]
     pub fn get<T: Pod>(&self, origin: &mut [T], target: usize, disp: usize) -> Result<()> {
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(origin);
-        let off = self.range(target, disp, bytes.len())?;
-        self.epochs.borrow().access(target)?;
-        self.route(target).get(target, Space::Data, off, bytes)?;
-        self.epochs.borrow_mut().issued();
-        Ok(())
+        in_call(Some(self.rank()), "MPI_Get", || {
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(origin);
+            let off = self.range(target, disp, bytes.len())?;
+            self.epochs.borrow().access(target)?;
+            self.route(target).get(target, Space::Data, off, bytes)?;
+            self.epochs.borrow_mut().issued();
+            Ok(())
+        })
     }
 }

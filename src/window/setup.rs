@@ -13,6 +13,7 @@
 use super::{Extent, Flavor, Route, Window};
 use crate::codec::{Dec, Enc};
 use crate::config::TransportChoice;
+use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::info::{Info, WinHints};
 use crate::protocol::epoch::Epochs;
@@ -59,11 +60,13 @@ impl Window<'static> {
         disp_unit: usize,
         info: &Info,
     ) -> Result<Window<'static>> {
-        build(
-            comm,
-            info,
-            Request::owned(Flavor::Allocate, size, disp_unit),
-        )
+        in_call(Some(comm.rank()), "MPI_Win_allocate", || {
+            build(
+                comm,
+                info,
+                Request::owned(Flavor::Allocate, size, disp_unit),
+            )
+        })
     }
 
     /// Like [`Window::allocate`], with memory every rank of the node can load and store through
@@ -80,7 +83,9 @@ impl Window<'static> {
         disp_unit: usize,
         info: &Info,
     ) -> Result<Window<'static>> {
-        build(comm, info, Request::owned(Flavor::Shared, size, disp_unit))
+        in_call(Some(comm.rank()), "MPI_Win_allocate_shared", || {
+            build(comm, info, Request::owned(Flavor::Shared, size, disp_unit))
+        })
     }
 }
 
@@ -103,23 +108,25 @@ impl<'a> Window<'a> {
         info: &Info,
         body: impl FnOnce(&Window<'a>) -> R,
     ) -> Result<R> {
-        let bytes: &'a mut [u8] = bytemuck::cast_slice_mut(memory);
-        let request = Request {
-            flavor: Flavor::Create,
-            size: bytes.len(),
-            disp_unit,
-            user: Some(Mem::from_slice(bytes)),
-        };
-        let win = build(comm, info, request)?;
-        let out = {
-            let _guard = AbortOnUnwind;
-            body(&win)
-        };
-        let freed = win.release();
-        if !freed.quiet {
-            abort_lent(&freed.result);
-        }
-        freed.result.map(|()| out)
+        in_call(Some(comm.rank()), "MPI_Win_create", || {
+            let bytes: &'a mut [u8] = bytemuck::cast_slice_mut(memory);
+            let request = Request {
+                flavor: Flavor::Create,
+                size: bytes.len(),
+                disp_unit,
+                user: Some(Mem::from_slice(bytes)),
+            };
+            let win = build(comm, info, request)?;
+            let out = {
+                let _guard = AbortOnUnwind;
+                body(&win)
+            };
+            let freed = win.release();
+            if !freed.quiet {
+                abort_lent(&freed.result);
+            }
+            freed.result.map(|()| out)
+        })
     }
 }
 

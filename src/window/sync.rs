@@ -7,6 +7,7 @@
 //! # MPI-4.1: 12.5
 
 use super::Window;
+use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::assert::{self, Assert};
 use crate::protocol::lockword::{self, Amo, LockType, Outcome};
@@ -103,15 +104,17 @@ impl Window<'_> {
     ///
     /// # MPI-4.1: 12.5.1 (MPI_WIN_FENCE)
     pub fn fence(&self, assert: Assert) -> Result<()> {
-        assert.check(assert::FENCE, "fence")?;
-        let plan = self.epochs.borrow_mut().fence(
-            assert.contains(Assert::NOPRECEDE),
-            assert.contains(Assert::NOSUCCEED),
-        )?;
-        if plan.complete_ops {
-            self.transports().try_for_each(|t| t.flush_all())?;
-        }
-        self.barrier()
+        in_call(Some(self.rank()), "MPI_Win_fence", || {
+            assert.check(assert::FENCE, "fence")?;
+            let plan = self.epochs.borrow_mut().fence(
+                assert.contains(Assert::NOPRECEDE),
+                assert.contains(Assert::NOSUCCEED),
+            )?;
+            if plan.complete_ops {
+                self.transports().try_for_each(|t| t.flush_all())?;
+            }
+            self.barrier()
+        })
     }
 
     fn check_target(&self, target: usize) -> Result<()> {
@@ -168,11 +171,13 @@ impl Window<'_> {
     ///
     /// # MPI-4.1: 12.5.3 (MPI_WIN_LOCK)
     pub fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
-        self.check_target(target)?;
-        self.lockable(assert, "lock")?;
-        self.epochs.borrow().may_lock(target)?;
-        self.acquire(kind, target)?;
-        self.epochs.borrow_mut().lock(kind, target)
+        in_call(Some(self.rank()), "MPI_Win_lock", || {
+            self.check_target(target)?;
+            self.lockable(assert, "lock")?;
+            self.epochs.borrow().may_lock(target)?;
+            self.acquire(kind, target)?;
+            self.epochs.borrow_mut().lock(kind, target)
+        })
     }
 
     /// End the epoch on `target`: its RMA calls complete at origin and target, then the lock is
@@ -180,9 +185,11 @@ impl Window<'_> {
     ///
     /// # MPI-4.1: 12.5.3 (MPI_WIN_UNLOCK)
     pub fn unlock(&self, target: usize) -> Result<()> {
-        self.check_target(target)?;
-        let kind = self.epochs.borrow_mut().unlock(target)?;
-        self.release_lock(kind, target)
+        in_call(Some(self.rank()), "MPI_Win_unlock", || {
+            self.check_target(target)?;
+            let kind = self.epochs.borrow_mut().unlock(target)?;
+            self.release_lock(kind, target)
+        })
     }
 
     /// Begin a shared-lock epoch on every rank of the window. Accepts NOCHECK. If a lock cannot
@@ -190,26 +197,30 @@ impl Window<'_> {
     ///
     /// # MPI-4.1: 12.5.3 (MPI_WIN_LOCK_ALL)
     pub fn lock_all(&self, assert: Assert) -> Result<()> {
-        self.lockable(assert, "lock_all")?;
-        self.epochs.borrow().may_lock_all()?;
-        for target in 0..self.comm.size() {
-            if let Err(e) = self.acquire(LockType::Shared, target) {
-                for held in 0..target {
-                    let _ = self.release_lock(LockType::Shared, held);
+        in_call(Some(self.rank()), "MPI_Win_lock_all", || {
+            self.lockable(assert, "lock_all")?;
+            self.epochs.borrow().may_lock_all()?;
+            for target in 0..self.comm.size() {
+                if let Err(e) = self.acquire(LockType::Shared, target) {
+                    for held in 0..target {
+                        let _ = self.release_lock(LockType::Shared, held);
+                    }
+                    return Err(e);
                 }
-                return Err(e);
             }
-        }
-        self.epochs.borrow_mut().lock_all()
+            self.epochs.borrow_mut().lock_all()
+        })
     }
 
     /// End the lock_all epoch: every RMA call completes, then every shared lock is released.
     ///
     /// # MPI-4.1: 12.5.3 (MPI_WIN_UNLOCK_ALL)
     pub fn unlock_all(&self) -> Result<()> {
-        self.epochs.borrow_mut().unlock_all()?;
-        self.transports().try_for_each(|t| t.flush_all())?;
-        (0..self.comm.size()).try_for_each(|t| self.release_lock(LockType::Shared, t))
+        in_call(Some(self.rank()), "MPI_Win_unlock_all", || {
+            self.epochs.borrow_mut().unlock_all()?;
+            self.transports().try_for_each(|t| t.flush_all())?;
+            (0..self.comm.size()).try_for_each(|t| self.release_lock(LockType::Shared, t))
+        })
     }
 
     /// Complete every RMA call to `target` at origin and target; the epoch stays open.
@@ -217,9 +228,11 @@ impl Window<'_> {
     /// # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH)
     #[inline]
     pub fn flush(&self, target: usize) -> Result<()> {
-        self.check_target(target)?;
-        self.epochs.borrow().flush(target)?;
-        self.complete_at(target)
+        in_call(Some(self.rank()), "MPI_Win_flush", || {
+            self.check_target(target)?;
+            self.epochs.borrow().flush(target)?;
+            self.complete_at(target)
+        })
     }
 
     /// Complete at `target` every operation to it: data moves and, where they take another
@@ -235,8 +248,10 @@ impl Window<'_> {
 
     /// Complete every RMA call at origin and targets. # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH_ALL)
     pub fn flush_all(&self) -> Result<()> {
-        self.epochs.borrow().flush_all()?;
-        self.transports().try_for_each(|t| t.flush_all())
+        in_call(Some(self.rank()), "MPI_Win_flush_all", || {
+            self.epochs.borrow().flush_all()?;
+            self.transports().try_for_each(|t| t.flush_all())
+        })
     }
 
     /// Complete every RMA call to `target` at the origin: its buffers may be reused.
@@ -244,15 +259,19 @@ impl Window<'_> {
     /// # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH_LOCAL)
     #[inline]
     pub fn flush_local(&self, target: usize) -> Result<()> {
-        self.check_target(target)?;
-        self.epochs.borrow().flush(target)?;
-        self.route(target).flush_local(target)
+        in_call(Some(self.rank()), "MPI_Win_flush_local", || {
+            self.check_target(target)?;
+            self.epochs.borrow().flush(target)?;
+            self.route(target).flush_local(target)
+        })
     }
 
     /// Complete every RMA call at the origin. # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH_LOCAL_ALL)
     pub fn flush_local_all(&self) -> Result<()> {
-        self.epochs.borrow().flush_all()?;
-        self.transports().try_for_each(|t| t.flush_local_all())
+        in_call(Some(self.rank()), "MPI_Win_flush_local_all", || {
+            self.epochs.borrow().flush_all()?;
+            self.transports().try_for_each(|t| t.flush_local_all())
+        })
     }
 
     /// Synchronize the private and public copies of this rank's window memory (a full memory
@@ -260,9 +279,11 @@ impl Window<'_> {
     ///
     /// # MPI-4.1: 12.5.4 (MPI_WIN_SYNC)
     pub fn sync(&self) -> Result<()> {
-        self.epochs.borrow().flush_all()?;
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        Ok(())
+        in_call(Some(self.rank()), "MPI_Win_sync", || {
+            self.epochs.borrow().flush_all()?;
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        })
     }
 
     /// Release whatever this rank still holds (at free or drop), so that other ranks are not

@@ -167,8 +167,8 @@ pub fn no_leftovers(out: &Outcome) -> Result<(), String> {
     }
 }
 
-/// Path of example `name`. Every example of the package is built once per test binary with the
-/// test's profile and target directory (`cargo test` does not build examples by itself; when
+/// Path of example `name`. Every example of the library and of this crate is built once per test
+/// binary with the test's profile and target directory (`cargo test` does not build examples by itself; when
 /// they are up to date this costs one quick cargo call).
 pub fn example_exe(name: &str) -> Result<PathBuf, String> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
@@ -183,6 +183,7 @@ pub fn example_exe(name: &str) -> Result<PathBuf, String> {
         };
         let out = Command::new(env!("CARGO"))
             .args(["build", "--quiet", "--examples", "--profile", profile])
+            .args(["-p", "onesided", "-p", "onesided-cli"])
             .arg("--manifest-path")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
             .arg("--target-dir")

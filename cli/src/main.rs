@@ -2,6 +2,9 @@
 //! one-sided micro-benchmarks; `info` lists the libfabric providers.
 use clap::{Parser, Subcommand};
 
+mod bench;
+mod launch;
+
 #[derive(Parser)]
 #[command(
     name = "onesided",
@@ -16,9 +19,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Start N ranks of PROGRAM on this machine.
-    Run(onesided::launch::RunArgs),
+    Run(launch::RunArgs),
     /// Run an OSU one-sided micro-benchmark (on 2 ranks).
-    Bench(onesided::bench::BenchArgs),
+    Bench(bench::BenchArgs),
     /// List libfabric providers with their RMA/atomic support and memory-registration mode.
     Info,
 }
@@ -26,10 +29,10 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let code = match cli.cmd {
-        Cmd::Run(args) => onesided::launch::run_cli(args),
-        Cmd::Bench(args) => onesided::bench::run_cli(args),
+        Cmd::Run(args) => launch::run_cli(args),
+        Cmd::Bench(args) => bench::run_cli(args),
         Cmd::Info => {
-            print!("{}", onesided::transport::report::providers());
+            print!("{}", onesided::launcher::providers());
             0
         }
     };

@@ -8,10 +8,10 @@
 use super::options::{Kind, Pass, Plan};
 use super::report::Report;
 use super::{mbps, micros, timed};
-use crate::error::Result;
-use crate::info::Info;
-use crate::window::Window;
-use crate::world::World;
+use onesided::Info;
+use onesided::Result;
+use onesided::Window;
+use onesided::World;
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

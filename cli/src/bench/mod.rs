@@ -14,10 +14,11 @@ mod rma;
 
 pub use options::{Sizes, parse_sizes};
 
-use crate::config::{Config, ENV_TRANSPORT, ProcessManager, TransportChoice};
-use crate::error::{Error, ErrorClass, Result};
 use crate::launch::{self, Job};
-use crate::world::World;
+use onesided::World;
+use onesided::launcher::ENV_TRANSPORT;
+use onesided::{Config, ProcessManager, TransportChoice};
+use onesided::{Error, ErrorClass, Result};
 use options::{Kind, Pass, Plan};
 use report::Report;
 use rma::Op;
@@ -177,7 +178,7 @@ fn run(args: &BenchArgs) -> Result<i32> {
     if let Some(t) = args.transport {
         config = config.transport(t);
     }
-    let pm = crate::pm::detect_from_env(config.requested_process_manager())?;
+    let pm = onesided::launcher::process_manager(&config)?;
     if args.test.needs_peer() && pm == ProcessManager::Singleton {
         let transport = vec![(
             ENV_TRANSPORT.to_owned(),

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use onesided_shm::process::{self, SIGKILL, SIGTERM, TerminationSignals};
 
 use super::StartTimeout;
-use crate::boot::Hub;
+use onesided::boot::Hub;
 
 /// How often the launcher looks at its ranks and at caught signals.
 const POLL: Duration = Duration::from_millis(10);

@@ -560,3 +560,44 @@ fn a_derived_pod_struct_moves_between_ranks() {
         assert!(out.stdout.contains(&said), "{}", out.stdout);
     }
 }
+
+/// `cli/tests/downstream/`: a crate outside the workspace that depends on `onesided` alone,
+/// built by cargo as a user builds it (offline, with the workspace's lock file), derives `Pod`
+/// on its own struct, moves it by put and get under `onesided run -n 4`, and returns a
+/// deliberate misuse from `main`, which Rust prints readably.
+#[test]
+fn a_crate_outside_the_workspace_builds_and_runs_on_onesided_alone() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crate_dir = here.join("tests/downstream");
+    let workspace_lock = here.join("../Cargo.lock");
+    std::fs::copy(&workspace_lock, crate_dir.join("Cargo.lock")).expect("copying the lock file");
+    let target_dir = Path::new(env!("CARGO_BIN_EXE_onesided"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory")
+        .join("downstream");
+    let built = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--offline", "--manifest-path"])
+        .arg(crate_dir.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env_remove("RUSTFLAGS")
+        .output()
+        .expect("running cargo build");
+    assert!(
+        built.status.success(),
+        "cargo build of the downstream crate failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided"));
+    cmd.args(["run", "-n", "4", "--"])
+        .arg(target_dir.join("debug/downstream"));
+    let out = finish(cmd, Duration::from_secs(30));
+    for r in 0..4 {
+        let ok = format!("downstream: rank {r} ok");
+        assert!(out.stdout.contains(&ok), "{}\n{}", out.stdout, out.stderr);
+    }
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    let printed = "Error: MPI_ERR_RMA_SYNC: rank 0, MPI_Put: ";
+    assert!(out.stderr.contains(printed), "{}", out.stderr);
+}

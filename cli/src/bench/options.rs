@@ -2,7 +2,7 @@
 //! OSU iteration counts.
 
 use super::{BenchArgs, Creation, SyncMode, Test};
-use crate::error::{Error, ErrorClass, Result};
+use onesided::{Error, ErrorClass, Result};
 
 /// The largest window a test may create (bandwidth tests: size * W bytes).
 const MAX_WINDOW: usize = 1 << 30;

@@ -1,6 +1,6 @@
 //! The OSU table: `#` header lines, then one `%-10d%20.2f` row per size. Only rank 0 prints.
 
-use crate::error::{Error, Result};
+use onesided::{Error, Result};
 use std::io::Write;
 
 /// Where a test's table goes: stdout on rank 0, nowhere on the other ranks.

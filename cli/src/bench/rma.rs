@@ -9,12 +9,12 @@
 use super::options::{Kind, Pass, Plan};
 use super::report::Report;
 use super::{Creation, SyncMode, mbps, micros, timed};
-use crate::error::Result;
-use crate::info::Info;
-use crate::protocol::assert::Assert;
-use crate::protocol::lockword::LockType;
-use crate::window::Window;
-use crate::world::World;
+use onesided::Assert;
+use onesided::Info;
+use onesided::LockType;
+use onesided::Result;
+use onesided::Window;
+use onesided::World;
 use std::time::Duration;
 
 /// The operation a test times.

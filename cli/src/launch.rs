@@ -1,7 +1,7 @@
 //! The launcher, `onesided run -n N PROGRAM ARGS...`: starts a job of N ranks on this machine.
 //!
 //! It starts a bootstrap [`Hub`], then N processes of PROGRAM, each with the parent's
-//! environment plus the `ONESIDED_*` variables of [`crate::boot`], each the leader of its own
+//! environment plus the `ONESIDED_*` variables of `onesided::boot`, each the leader of its own
 //! process group. It waits for all of them. When a rank exits with a non-zero status or dies by
 //! a signal, it names the rank that failed first (the hub sees a rank's connection close as it
 //! dies, so it tells which of several failed ranks went first), tells the hub (so the other
@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 use onesided_shm::cleanup;
 use onesided_shm::process::{self, SIGKILL, TerminationSignals};
 
-use crate::boot::{self, Hub, Secret};
-use crate::error::{Error, ErrorClass, Result};
+use onesided::boot::{self, Hub, Secret};
+use onesided::{Error, ErrorClass, Result};
 
 mod watch;
 
