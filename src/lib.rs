@@ -7,6 +7,7 @@ mod error;
 mod group;
 mod info;
 mod liveness;
+mod log;
 mod mesh;
 mod pm;
 mod protocol;

@@ -49,6 +49,7 @@ impl Liveness {
             *first = Some((rank, reason.to_owned()));
             self.failed.store(true, Ordering::Release);
         }
+        tracing::warn!(failed = ?rank, reason, "the job has a failure");
         if let Some(hook) = self.on_failure.get() {
             hook(rank);
         }

@@ -140,12 +140,15 @@ impl World {
     /// the same transport and fabric settings, else every rank fails naming the differences.
     pub fn init_with(config: Config) -> Result<World> {
         in_call(None, "MPI_Init", || {
+            crate::log::init()?;
             onesided_shm::process::allow_ptrace_from_any()
                 .map_err(|e| Error::os("allowing sibling ranks cross-memory attach", e))?;
             let node = this_node();
             let pid = std::process::id();
             let liveness = Arc::new(Liveness::new());
             let Some(pm) = pm::join(config.requested_process_manager(), &liveness)? else {
+                crate::log::set_rank(0);
+                tracing::debug!(pid, node, "no process manager: a world of one rank");
                 let tag = crate::boot::to_hex(&crate::boot::random::<4>()?);
                 let job = Job {
                     pm: None,
@@ -162,6 +165,8 @@ impl World {
                 });
             };
             let (rank, size, job_id) = (pm.rank(), pm.size(), pm.job_id());
+            crate::log::set_rank(rank);
+            tracing::debug!(pm = ?pm.kind(), rank, size, job = job_id, pid, node, "joined the job");
             // What killed jobs of any process manager left behind (best effort: a segment of a
             // process that is gone serves nobody).
             let _ = onesided_shm::cleanup::remove_dead_fabric_segments();

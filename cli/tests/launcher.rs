@@ -601,3 +601,34 @@ fn a_crate_outside_the_workspace_builds_and_runs_on_onesided_alone() {
     let printed = "Error: MPI_ERR_RMA_SYNC: rank 0, MPI_Put: ";
     assert!(out.stderr.contains(printed), "{}", out.stderr);
 }
+
+/// The library's diagnostics: silent without `ONESIDED_LOG`; with it, each rank's lines name
+/// the rank and say how it joined and how its window reaches its targets; a filter `tracing`
+/// cannot parse fails `World::init` with MPI_ERR_ARG.
+#[test]
+fn diagnostics_are_silent_by_default_and_follow_onesided_log() {
+    let quiet = finish(
+        launcher(&["-n", "2", "--"], "particles", &[]),
+        Duration::from_secs(20),
+    );
+    assert!(quiet.status.success(), "{}", quiet.stderr);
+    assert_eq!(quiet.stderr, "", "diagnostics printed without ONESIDED_LOG");
+    let mut cmd = launcher(&["-n", "2", "--"], "particles", &[]);
+    cmd.env("ONESIDED_LOG", "onesided=debug");
+    let loud = finish(cmd, Duration::from_secs(20));
+    assert!(loud.status.success(), "{}", loud.stderr);
+    for r in 0..2 {
+        for said in [
+            format!("rank {r} DEBUG onesided::world: joined the job pm=Onesided rank={r} size=2"),
+            format!("rank {r} DEBUG onesided::window::setup: window created"),
+        ] {
+            assert!(loud.stderr.contains(&said), "{said:?} missing:\n{}", loud.stderr);
+        }
+    }
+    let mut cmd = launcher(&["-n", "2", "--"], "particles", &[]);
+    cmd.env("ONESIDED_LOG", "onesided=[");
+    let bad = finish(cmd, Duration::from_secs(20));
+    assert!(!bad.status.success());
+    let said = "MPI_ERR_ARG: MPI_Init: ONESIDED_LOG=\"onesided=[\" is not a tracing filter";
+    assert!(bad.stderr.contains(said), "{}", bad.stderr);
+}

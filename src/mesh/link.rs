@@ -91,7 +91,10 @@ pub(super) fn connect(net: &Arc<Net>, rank: usize, addrs: &[SocketAddr]) -> Resu
         })();
         match attempt {
             Ok((s, pid)) => return start(net, rank, pid, s),
-            Err(why) => tried.push(format!("{addr}: {why}")),
+            Err(why) => {
+                tracing::debug!(peer = rank, %addr, why, "collective network: address failed");
+                tried.push(format!("{addr}: {why}"));
+            }
         }
     }
     Err(Error::new(
@@ -118,6 +121,7 @@ pub(super) fn accept(net: Arc<Net>, s: TcpStream) {
 /// network uses for `rank` (the first registered, if both sides connected at once).
 fn start(net: &Arc<Net>, rank: usize, pid: u32, s: TcpStream) -> Result<Writer> {
     let what = format!("connection to rank {rank}");
+    tracing::debug!(peer = rank, pid, local = ?s.local_addr().ok(), remote = ?s.peer_addr().ok(), "collective network: connected");
     let reading = s.try_clone().map_err(os(what.clone()))?;
     let writer = net.register(rank, s.try_clone().map_err(os(what.clone()))?);
     net.reading(rank);

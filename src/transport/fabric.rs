@@ -61,6 +61,15 @@ pub(crate) fn domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
             ),
         )
     })?;
+    tracing::debug!(
+        provider = %provider.name(),
+        fabric = %provider.fabric(),
+        domain = %provider.domain(),
+        mr_mode = %provider.mr_mode().names(),
+        inject = provider.inject_size(),
+        max_msg = provider.max_msg_size(),
+        "opening the libfabric domain"
+    );
     let d = fi::Domain::open(provider).map_err(fi_err)?;
     *open = Some((config.clone(), d.clone()));
     Ok(d)
@@ -185,10 +194,15 @@ fn native_mask(ep: &fi::Endpoint) -> u64 {
         all && (e.is_float()
             || domain.atomic_native(dt, fi::AtomicOp::Cswap, fi::AtomicKind::Compare))
     };
-    Elem::ALL
+    let mask = Elem::ALL
         .iter()
         .filter(|&&e| native(e))
-        .fold(0, |m, e| m | 1 << e.index())
+        .fold(0, |m, e| m | 1 << e.index());
+    tracing::debug!(
+        native = ?Elem::ALL.iter().filter(|e| mask & 1 << e.index() != 0).collect::<Vec<_>>(),
+        "element types whose accumulates run on the NIC (the others are emulated under a lock)"
+    );
+    mask
 }
 
 /// Open an endpoint on the process's domain. libfabric 1.17's shm provider now and then refuses
@@ -201,6 +215,7 @@ fn open_endpoint(config: &FabricConfig) -> Result<fi::Endpoint> {
         match fi::Endpoint::open(&domain) {
             Err(e) if e.code == libc::EBUSY && tries < 5 => {
                 tries += 1;
+                tracing::debug!(tries, "endpoint busy (EBUSY), opening it again");
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             r => return r.map_err(fi_err),

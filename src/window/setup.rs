@@ -329,13 +329,21 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         }
         false => None,
     };
-    let routes = (0..comm.size())
+    let routes: Vec<Route> = (0..comm.size())
         .map(|r| match forced || !on_node(r) {
             true => Route::Net,
             false => Route::Shm,
         })
         .collect();
     let shm = ShmTransport::connect(me, &keys, &segment, req.user, peers.clone())?;
+    tracing::debug!(
+        flavor = ?req.flavor,
+        size = req.size,
+        targets = comm.size(),
+        fabric = routes.iter().filter(|r| **r == Route::Net).count(),
+        forced,
+        "window created: targets on this node through shared memory, the others through the fabric"
+    );
     Ok(Window {
         comm: comm.clone(),
         flavor: req.flavor,
