@@ -210,6 +210,7 @@ impl World {
                     ),
                 ));
             }
+            crate::wait::set_crowded(nodes.iter().filter(|n| **n == node).count());
             let cleanup = Arc::new(Mutex::new(None));
             liveness.on_failure(remove_leftovers_of(&nodes, &pids, &node, cleanup.clone()));
             let job = Job {

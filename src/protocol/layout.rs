@@ -46,6 +46,14 @@ pub const FREED_AT: usize = BARRIER + MAX_ROUNDS * LINE;
 
 const _: () = assert!(FREED_AT + LINE <= ACC_LOCK);
 
+/// Whether an atomic on the control word at `offset` must ring the block's doorbell: only the
+/// words a rank sleeps on ([`crate::wait::until`]: the barrier slots) or checks when it wakes
+/// ([`FREED_AT`]). Lock words are retried by their waiters, never slept on, so a lock or an
+/// unlock never wakes a target asleep in the library.
+pub fn rings_doorbell(offset: usize) -> bool {
+    (BARRIER..=FREED_AT).contains(&offset)
+}
+
 /// Round `n` up to a multiple of `align` (a power of two).
 pub fn align_up(n: usize, align: usize) -> Option<usize> {
     Some(n.checked_add(align - 1)? & !(align - 1))
@@ -183,5 +191,16 @@ mod tests {
             },
         ];
         assert!(node_layout(&huge, true, false).is_none());
+    }
+
+    #[test]
+    fn only_words_slept_on_ring_the_doorbell() {
+        for round in 0..MAX_ROUNDS {
+            assert!(rings_doorbell(barrier_slot(round)));
+        }
+        assert!(rings_doorbell(FREED_AT));
+        for quiet in [LOCK, SLEEPERS, DOORBELL, BARRIER_DONE, ACC_LOCK] {
+            assert!(!rings_doorbell(quiet), "offset {quiet}");
+        }
     }
 }

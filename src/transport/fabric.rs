@@ -328,6 +328,7 @@ impl<'a> FabricTransport<'a> {
                 load_store: false,
                 needs_target_progress: true,
                 wakes_sleepers: false,
+                atomics_order_prior: false,
             },
             targets,
             peers,

@@ -86,6 +86,10 @@ pub struct Caps {
     pub needs_target_progress: bool,
     /// Control-space atomics wake a target asleep on its doorbell, so waiters may sleep.
     pub wakes_sleepers: bool,
+    /// A control-space atomic is ordered after every earlier operation of this origin to the
+    /// same target, complete there (CPU atomics after plain stores): releasing a lock needs no
+    /// flush before it.
+    pub atomics_order_prior: bool,
 }
 
 /// A serialized description of one rank's exposed memory, meaningful to one transport.

@@ -105,6 +105,7 @@ const CAPS: Caps = Caps {
     load_store: true,
     needs_target_progress: false,
     wakes_sleepers: true,
+    atomics_order_prior: true,
 };
 
 fn cma_err(e: CmaError) -> Error {
@@ -267,7 +268,7 @@ impl Transport for ShmTransport<'_> {
         match (space, &t.data) {
             (Space::Control, _) => {
                 let old = apply(t.ctrl.atomic_u64(offset).map_err(Error::from)?, op);
-                if !matches!(op, Amo::Load) {
+                if !matches!(op, Amo::Load) && layout::rings_doorbell(offset) {
                     Self::ring(&t.ctrl)?;
                 }
                 Ok(old)

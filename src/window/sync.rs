@@ -144,8 +144,11 @@ impl Window<'_> {
     }
 
     fn release_lock(&self, kind: LockType, target: usize) -> Result<()> {
-        self.complete_at(target)?;
-        self.atomic_route()
+        let atomics = self.atomic_route();
+        if self.routes[target] != self.atomics || !atomics.caps().atomics_order_prior {
+            self.complete_at(target)?;
+        }
+        atomics
             .amo(
                 target,
                 Space::Control,

@@ -1,0 +1,77 @@
+/* The MPI side of onesided's comparisons: the OSU one-sided timed loops for 8-byte put with
+ * -s lock, -s lock_all, -s flush, and a fence latency over N ranks, written against plain MPI so
+ * that `mpirun --mca osc sm` measures Open MPI's shared-memory RMA the way `onesided bench`
+ * measures onesided. Prints `test ranks us` lines; see compare/README.md.
+ *
+ * Usage: osc_rma lock|lock_all|flush|fence ITERS WARMUP
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double loop(const char *test, MPI_Win win, int rank, int size, long iters, char *buf)
+{
+    double start = 0;
+    if (!strcmp(test, "fence")) {
+        MPI_Win_fence(MPI_MODE_NOPRECEDE, win);
+        start = MPI_Wtime();
+        for (long i = 0; i < iters; i++)
+            MPI_Win_fence(0, win);
+        double t = MPI_Wtime() - start;
+        MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+        return t;
+    }
+    if (rank == 0) {
+        if (!strcmp(test, "flush"))
+            MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+        start = MPI_Wtime();
+        for (long i = 0; i < iters; i++) {
+            if (!strcmp(test, "lock")) {
+                MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+                MPI_Put(buf, 8, MPI_CHAR, 1, 0, 8, MPI_CHAR, win);
+                MPI_Win_unlock(1, win);
+            } else if (!strcmp(test, "lock_all")) {
+                MPI_Win_lock_all(0, win);
+                MPI_Put(buf, 8, MPI_CHAR, 1, 0, 8, MPI_CHAR, win);
+                MPI_Win_unlock_all(win);
+            } else {
+                MPI_Put(buf, 8, MPI_CHAR, 1, 0, 8, MPI_CHAR, win);
+                MPI_Win_flush(1, win);
+            }
+        }
+        double t = MPI_Wtime() - start;
+        if (!strcmp(test, "flush"))
+            MPI_Win_unlock(1, win);
+        return t;
+    }
+    (void)size;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    if (argc != 4) {
+        fprintf(stderr, "usage: osc_rma lock|lock_all|flush|fence ITERS WARMUP\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    const char *test = argv[1];
+    long iters = atol(argv[2]), warmup = atol(argv[3]);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    char *base;
+    MPI_Win win;
+    MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    char buf[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    loop(test, win, rank, size, warmup, buf);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t = loop(test, win, rank, size, iters, buf);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("%s %d %.3f\n", test, size, t * 1e6 / iters);
+    MPI_Win_free(&win);
+    MPI_Finalize();
+    return 0;
+}
