@@ -15,7 +15,7 @@ const CARD_KEY: &str = "onesided.card";
 const SECRET_KEY: &str = "onesided.secret";
 
 fn pmix_error(e: PmixError) -> Error {
-    Error::new(ErrorClass::Other, format!("PMIx: {e}"))
+    Error::new(ErrorClass::Other, format!("PMIx: {e}")).caused_by(e)
 }
 
 pub(super) struct Pmix {
