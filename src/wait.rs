@@ -30,7 +30,11 @@ static CROWDED: AtomicBool = AtomicBool::new(false);
 /// would spin on (8 ranks on 2 cores fence three times faster that way).
 pub(crate) fn set_crowded(ranks_on_node: usize) {
     let crowded = ranks_on_node > online_cpus();
-    tracing::debug!(ranks_on_node, crowded, "waiters spin only on an uncrowded node");
+    tracing::debug!(
+        ranks_on_node,
+        crowded,
+        "waiters spin only on an uncrowded node"
+    );
     CROWDED.store(crowded, Ordering::Relaxed);
 }
 
