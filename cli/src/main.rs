@@ -20,7 +20,7 @@ struct Cli {
 enum Cmd {
     /// Start N ranks of PROGRAM on this machine.
     Run(launch::RunArgs),
-    /// Run an OSU one-sided micro-benchmark (on 2 ranks).
+    /// Run the OSU one-sided micro-benchmarks (2 ranks) and the N-rank tests.
     Bench(bench::BenchArgs),
     /// List libfabric providers with their RMA/atomic support and memory-registration mode.
     Info,

@@ -622,7 +622,11 @@ fn diagnostics_are_silent_by_default_and_follow_onesided_log() {
             format!("rank {r} DEBUG onesided::world: joined the job pm=Onesided rank={r} size=2"),
             format!("rank {r} DEBUG onesided::window::setup: window created"),
         ] {
-            assert!(loud.stderr.contains(&said), "{said:?} missing:\n{}", loud.stderr);
+            assert!(
+                loud.stderr.contains(&said),
+                "{said:?} missing:\n{}",
+                loud.stderr
+            );
         }
     }
     let mut cmd = launcher(&["-n", "2", "--"], "particles", &[]);
