@@ -23,7 +23,8 @@ struct Cli {
 enum Cmd {
     /// Start N ranks of PROGRAM on this machine.
     Run(launch::RunArgs),
-    /// Run an OSU one-sided micro-benchmark (on 2 ranks), or compare or plot saved results.
+    /// Run the OSU one-sided micro-benchmarks (2 ranks) and the N-rank tests, or compare or
+    /// plot saved results.
     Bench(BenchCmd),
     /// List libfabric providers with their RMA/atomic support and memory-registration mode.
     Info,

@@ -6,8 +6,9 @@
 //!   round trip is the least any synchronization between two processes can cost.
 
 use super::options::{Kind, Pass, Plan};
-use super::report::Report;
-use super::{mbps, micros, timed};
+use super::report::{BANDWIDTH, Column, LATENCY, Report, Table};
+use super::rma::repeat;
+use super::{Test, mbps, micros, timed};
 use onesided::Info;
 use onesided::Result;
 use onesided::Window;
@@ -23,30 +24,52 @@ const FLAG: usize = 8;
 /// costs a whole time slice per turn when the other core is busy.
 const YIELD_EVERY: u32 = 1 << 16;
 
+/// The table of a floor test: its title and description.
+fn table(test: Test, title: &str, note: String, ranks: usize, column: Column) -> Table {
+    Table {
+        test,
+        title: title.to_owned(),
+        notes: vec![note],
+        window: None,
+        sync: None,
+        datatype: None,
+        ranks,
+        show_ranks: false,
+        columns: vec![column],
+    }
+}
+
 /// memcpy bandwidth per size on rank 0; the other ranks wait at a world barrier.
 pub(super) fn memcpy_bw(world: &World, plan: &Plan, report: &mut Report) -> Result<()> {
     let copies = format!(
         "Copies: {} of Size bytes per iteration, one thread",
         plan.window
     );
-    report.table(
-        &["onesided Floor: memcpy Bandwidth Test", &copies],
-        "Bandwidth (MB/s)",
-    )?;
+    report.table(table(
+        Test::MemcpyBw,
+        "onesided Floor: memcpy Bandwidth Test",
+        copies,
+        1,
+        BANDWIDTH,
+    ))?;
     if world.rank() == 0 {
         for size in plan.sizes.iter() {
             let pass = plan.pass(Kind::Bandwidth, size);
             let bytes = size * plan.window;
             let src = vec![0x5au8; bytes];
             let mut dst = vec![0xa5u8; bytes];
-            let time = timed(pass, || {
-                for (d, s) in dst.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
-                    d.copy_from_slice(s);
-                }
-                std::hint::black_box(&mut dst);
-                Ok(())
+            let times = repeat(plan.repetitions, pass, |p| {
+                timed(p, || {
+                    for (d, s) in dst.chunks_exact_mut(size).zip(src.chunks_exact(size)) {
+                        d.copy_from_slice(s);
+                    }
+                    std::hint::black_box(&mut dst);
+                    Ok(())
+                })
             })?;
-            report.row(size, mbps(time, bytes as f64 * pass.iters as f64))?;
+            let moved = bytes as f64 * pass.iters as f64;
+            let values = times.iter().map(|&t| mbps(t, moved)).collect();
+            report.row(size, pass.iters, &[values])?;
         }
     }
     world.barrier()
@@ -54,37 +77,42 @@ pub(super) fn memcpy_bw(world: &World, plan: &Plan, report: &mut Report) -> Resu
 
 /// Half round trip of an atomic flag ping-pong between ranks 0 and 1.
 pub(super) fn atomic_pingpong(world: &World, plan: &Plan, report: &mut Report) -> Result<()> {
-    report.table(
-        &[
-            "onesided Floor: Atomic Ping-Pong Latency Test",
-            "Half round trip of an AtomicU64 flag in shared memory",
-        ],
-        "Latency (us)",
-    )?;
+    report.table(table(
+        Test::AtomicPingpong,
+        "onesided Floor: Atomic Ping-Pong Latency Test",
+        "Half round trip of an AtomicU64 flag in shared memory".to_owned(),
+        2,
+        LATENCY,
+    ))?;
     let pass = plan.pass(Kind::Latency, FLAG);
     let win = Window::allocate_shared(world, 64, 8, &Info::new())?;
-    let result = bounce(&win, pass);
+    let mut seen = 0;
+    let result = repeat(plan.repetitions, pass, |p| bounce(&win, p, &mut seen));
     world.barrier()?;
     win.free()?;
-    report.row(FLAG, micros(result?, 2.0 * pass.iters as f64))
+    let values = result?
+        .iter()
+        .map(|&t| micros(t, 2.0 * pass.iters as f64))
+        .collect();
+    report.row(FLAG, pass.iters, &[values])
 }
 
 /// Rank 0 raises the flag to odd values and waits for the next even one; rank 1 answers.
-fn bounce(win: &Window<'_>, pass: Pass) -> Result<Duration> {
+/// `seen` is the last even value (both ranks carry it from one repetition to the next).
+fn bounce(win: &Window<'_>, pass: Pass, seen: &mut u64) -> Result<Duration> {
     let region = win.shared_query(Some(0))?;
     let flag = region.atomic_u64(0)?;
-    let mut seen = 0u64;
     if win.rank() == 0 {
         timed(pass, || {
-            flag.store(seen + 1, Ordering::Release);
-            seen = wait_for(flag, seen + 2);
+            flag.store(*seen + 1, Ordering::Release);
+            *seen = wait_for(flag, *seen + 2);
             Ok(())
         })
     } else {
         timed(pass, || {
-            seen = wait_for(flag, seen + 1);
-            flag.store(seen + 1, Ordering::Release);
-            seen += 1;
+            *seen = wait_for(flag, *seen + 1);
+            flag.store(*seen + 1, Ordering::Release);
+            *seen += 1;
             Ok(())
         })
     }

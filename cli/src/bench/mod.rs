@@ -1,27 +1,33 @@
 //! `onesided bench TEST [options]`: the OSU one-sided micro-benchmarks (put/get latency and
-//! bandwidth), measured the OSU way and printed as OSU prints them, plus two floor tests that
-//! show what the hardware allows on this machine (single-thread memcpy bandwidth, and the
-//! half round trip of an atomic flag in shared memory).
+//! bandwidth, put bi-directional bandwidth, accumulate, get_accumulate, fetch_and_op and
+//! compare_and_swap latency), measured the OSU way and printed as OSU prints them; tests of
+//! N ranks (fence, barrier, lock and fetch_and_op contention, all-to-all puts); and two floor
+//! tests that show what the hardware allows on this machine (single-thread memcpy bandwidth,
+//! and the half round trip of an atomic flag in shared memory).
 //!
-//! Every test runs on exactly two ranks. Started directly, `bench` starts itself again as a job
-//! of two ranks through the launcher and exits with the job's exit code; started by
-//! `onesided run -n 2`, it uses the job's ranks. Rank 0 issues the operations, times and prints.
+//! The OSU tests and the floors run on two ranks, the N-rank tests on `-n` ranks (4 unless
+//! told). Started directly, `bench` starts itself again as a job of that many ranks through the
+//! launcher and exits with the job's exit code (`all`: a job of 2 ranks, then one of N); started
+//! by `onesided run -n N` or another process manager, it uses the job's ranks. Rank 0 prints
+//! the results: OSU's tables, or one JSON document, or CSV (`--format`).
 
+mod atomic;
+mod context;
 mod floor;
+mod group;
 mod options;
 mod report;
 mod rma;
+mod start;
+mod stats;
 
 pub use options::{Sizes, parse_sizes};
 
-use crate::launch::{self, Job};
 use onesided::World;
-use onesided::launcher::ENV_TRANSPORT;
-use onesided::{Config, ProcessManager, TransportChoice};
-use onesided::{Error, ErrorClass, Result};
-use options::{Kind, Pass, Plan};
+use onesided::{ErrorClass, Result};
+use options::Plan;
 use report::Report;
-use rma::Op;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// A benchmark of `onesided bench`.
@@ -36,8 +42,26 @@ pub enum Test {
     PutBw,
     /// MPI_Get bandwidth (osu_get_bw).
     GetBw,
-    /// MPI_Compare_and_swap latency (osu_cas_latency), 8 bytes.
+    /// MPI_Put bi-directional bandwidth (osu_put_bibw), fence only.
+    PutBibw,
+    /// MPI_Accumulate latency, MPI_SUM of 32-bit integers (osu_acc_latency -T int).
+    AccLatency,
+    /// MPI_Get_accumulate latency, MPI_SUM of 32-bit integers (osu_get_acc_latency).
+    GetAccLatency,
+    /// MPI_Fetch_and_op latency, MPI_SUM of one 32-bit integer (osu_fop_latency -T int).
+    FopLatency,
+    /// MPI_Compare_and_swap latency, one 32-bit integer (osu_cas_latency -T int).
     CasLatency,
+    /// N ranks: time per MPI_Win_fence with nothing in between.
+    FenceLatency,
+    /// N ranks: time per barrier (Comm::barrier).
+    BarrierLatency,
+    /// N ranks each increment a counter on rank 0 under an exclusive lock; time per increment.
+    LockContention,
+    /// N ranks each add 1 to a counter on rank 0 with fetch_and_op; time per increment.
+    FopContention,
+    /// N ranks: every rank puts Size bytes into every other rank's window, per fence epoch.
+    AlltoallPut,
     /// Floor: single-thread memcpy bandwidth in one process.
     MemcpyBw,
     /// Floor: half round trip of an atomic flag ping-pong through shared memory.
@@ -47,15 +71,24 @@ pub enum Test {
 }
 
 impl Test {
-    /// The tests `all` runs, in order.
-    const EVERY: [Test; 7] = [
+    /// The tests `all` runs, in order: those of 2 ranks, then the N-rank tests.
+    const EVERY: [Test; 16] = [
         Test::PutLatency,
         Test::GetLatency,
         Test::PutBw,
         Test::GetBw,
+        Test::PutBibw,
+        Test::AccLatency,
+        Test::GetAccLatency,
+        Test::FopLatency,
         Test::CasLatency,
         Test::MemcpyBw,
         Test::AtomicPingpong,
+        Test::FenceLatency,
+        Test::BarrierLatency,
+        Test::LockContention,
+        Test::FopContention,
+        Test::AlltoallPut,
     ];
 
     /// The name on the command line.
@@ -65,20 +98,86 @@ impl Test {
             Test::GetLatency => "get_latency",
             Test::PutBw => "put_bw",
             Test::GetBw => "get_bw",
+            Test::PutBibw => "put_bibw",
+            Test::AccLatency => "acc_latency",
+            Test::GetAccLatency => "get_acc_latency",
+            Test::FopLatency => "fop_latency",
             Test::CasLatency => "cas_latency",
+            Test::FenceLatency => "fence_latency",
+            Test::BarrierLatency => "barrier_latency",
+            Test::LockContention => "lock_contention",
+            Test::FopContention => "fop_contention",
+            Test::AlltoallPut => "alltoall_put",
             Test::MemcpyBw => "memcpy_bw",
             Test::AtomicPingpong => "atomic_pingpong",
             Test::All => "all",
         }
     }
 
-    /// Whether the test needs the second rank (memcpy_bw runs in one process).
-    fn needs_peer(self) -> bool {
-        self != Test::MemcpyBw
+    /// One of OSU's one-sided tests (2 ranks, `-s` and `-w`).
+    fn is_osu(self) -> bool {
+        matches!(
+            self,
+            Test::PutLatency
+                | Test::GetLatency
+                | Test::PutBw
+                | Test::GetBw
+                | Test::PutBibw
+                | Test::AccLatency
+                | Test::GetAccLatency
+                | Test::FopLatency
+                | Test::CasLatency
+        )
+    }
+
+    /// A test of N ranks (`-n`).
+    fn is_group(self) -> bool {
+        matches!(
+            self,
+            Test::FenceLatency
+                | Test::BarrierLatency
+                | Test::LockContention
+                | Test::FopContention
+                | Test::AlltoallPut
+        )
+    }
+
+    /// A test with W operations per synchronization (`-W`).
+    fn is_windowed(self) -> bool {
+        matches!(
+            self,
+            Test::PutBw | Test::GetBw | Test::PutBibw | Test::MemcpyBw
+        )
+    }
+
+    /// A test that sweeps message sizes (`-m`).
+    fn is_sized(self) -> bool {
+        matches!(
+            self,
+            Test::PutLatency
+                | Test::GetLatency
+                | Test::PutBw
+                | Test::GetBw
+                | Test::PutBibw
+                | Test::AccLatency
+                | Test::GetAccLatency
+                | Test::AlltoallPut
+                | Test::MemcpyBw
+        )
+    }
+
+    /// The ranks the test runs on when started directly (memcpy_bw: one process; `all`: a job
+    /// of 2 ranks first); `n` is `-n`.
+    fn job_ranks(self, n: usize) -> usize {
+        match self {
+            Test::MemcpyBw => 1,
+            t if t.is_group() => n,
+            _ => 2,
+        }
     }
 }
 
-/// The synchronization of the RMA tests' timed loops (`-s`).
+/// The synchronization of the OSU tests' timed loops (`-s`).
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 #[value(rename_all = "snake_case")]
 pub enum SyncMode {
@@ -92,6 +191,8 @@ pub enum SyncMode {
     LockAll,
     /// Active target: fences on both ranks.
     Fence,
+    /// Post/start/complete/wait: not in onesided yet, refused with a message saying so.
+    Pscw,
 }
 
 impl SyncMode {
@@ -103,11 +204,24 @@ impl SyncMode {
             SyncMode::Lock => "MPI_Win_lock/unlock",
             SyncMode::LockAll => "MPI_Win_lock_all/unlock_all",
             SyncMode::Fence => "MPI_Win_fence",
+            SyncMode::Pscw => "Post/Start/Complete/Wait",
+        }
+    }
+
+    /// The value of `-s`.
+    fn cli_name(self) -> &'static str {
+        match self {
+            SyncMode::Flush => "flush",
+            SyncMode::FlushLocal => "flush_local",
+            SyncMode::Lock => "lock",
+            SyncMode::LockAll => "lock_all",
+            SyncMode::Fence => "fence",
+            SyncMode::Pscw => "pscw",
         }
     }
 }
 
-/// How the RMA tests create their windows (`-w`).
+/// How the OSU tests create their windows (`-w`).
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 #[value(rename_all = "snake_case")]
 pub enum Creation {
@@ -126,43 +240,83 @@ impl Creation {
     }
 }
 
+/// How the results are printed (`--format`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[value(rename_all = "snake_case")]
+pub enum Format {
+    /// OSU's tables: `#` header lines, then `Size  value` rows (the median of the repetitions).
+    Osu,
+    /// One JSON document (format `onesided-bench/1`): the context and one record per size.
+    Json,
+    /// A header line, then one row per size (the fields of the JSON records).
+    Csv,
+}
+
+/// The part of `all` a job runs (set by `all` when it starts its two jobs).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[value(rename_all = "snake_case")]
+pub enum Part {
+    /// The tests of 2 ranks: OSU's and the floors.
+    Pairs,
+    /// The N-rank tests.
+    Groups,
+}
+
 /// Command-line arguments of `onesided bench`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
     /// The test to run.
     #[arg(value_enum, value_name = "TEST")]
     pub test: Test,
-    /// Synchronization of the RMA tests [default: flush].
+    /// Synchronization of the OSU tests [default: flush; put_bibw: fence].
     #[arg(short = 's', value_enum, value_name = "SYNC")]
     pub sync: Option<SyncMode>,
-    /// Window creation of the RMA tests [default: allocate].
+    /// Window creation of the OSU tests [default: allocate].
     #[arg(short = 'w', value_enum, value_name = "WIN")]
     pub creation: Option<Creation>,
-    /// Message sizes, powers of two with an optional K or M suffix [default: 1:4M].
+    /// Message sizes: MAX, MIN:MAX, MIN: or :MAX, in bytes with an optional K or M suffix;
+    /// sizes run from MIN, doubling up to MAX [default: 1:4M].
     #[arg(short = 'm', value_name = "[MIN:]MAX", value_parser = parse_sizes)]
     pub sizes: Option<Sizes>,
-    /// Timed iterations per size [default: OSU's, by test and size].
+    /// Timed iterations per repetition [default: OSU's, by test and size].
     #[arg(short = 'i', value_name = "ITER")]
     pub iterations: Option<usize>,
-    /// Warm-up iterations per size [default: OSU's, by test and size].
+    /// Warm-up iterations per size, before the first repetition [default: OSU's, by test and size].
     #[arg(short = 'x', value_name = "WARMUP")]
     pub warmup: Option<usize>,
     /// Operations per synchronization in the bandwidth tests [default: 64].
     #[arg(short = 'W', value_name = "WINDOW")]
     pub window: Option<usize>,
+    /// Ranks of the N-rank tests (fence_latency, barrier_latency, lock_contention,
+    /// fop_contention, alltoall_put) [default: 4; inside a job: the job's].
+    #[arg(short = 'n', long = "ranks", value_name = "N")]
+    pub ranks: Option<usize>,
+    /// Output: OSU's tables, one JSON document, or CSV rows.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = Format::Osu)]
+    pub format: Format,
+    /// Timed repetitions per size; json and csv report min, median, max, p10 and p90 over them,
+    /// osu prints the median [default: 1 for osu, 5 for json and csv].
+    #[arg(short = 'r', long = "repetitions", value_name = "R")]
+    pub repetitions: Option<usize>,
     /// Transport: auto (shared memory on one node) or fabric (libfabric for every target;
     /// provider from FI_PROVIDER) [default: auto, or ONESIDED_TRANSPORT].
-    #[arg(long, value_name = "auto|fabric", value_parser = TransportChoice::parse)]
-    pub transport: Option<TransportChoice>,
+    #[arg(long, value_name = "auto|fabric", value_parser = onesided::TransportChoice::parse)]
+    pub transport: Option<onesided::TransportChoice>,
+    /// The part of `all` this job runs (set by `all` for its jobs).
+    #[arg(long, value_enum, hide = true)]
+    pub part: Option<Part>,
+    /// Write the results as JSON to this file instead of printing them (set by `all`).
+    #[arg(long, hide = true, value_name = "PATH")]
+    pub results_file: Option<PathBuf>,
 }
 
 /// Runs `onesided bench` with parsed arguments; returns the process exit code: 0, 2 for
 /// invalid arguments, 1 for other errors (printed to stderr as `onesided bench: <error>`).
 ///
-/// Outside a job, a test that needs two ranks starts the current program again, with this
-/// process's command-line arguments, as a job of 2 ranks: call it from the `onesided` command.
+/// Outside a job, a test of several ranks starts the current program again, with this
+/// process's command-line arguments, as a job: call it from the `onesided` command.
 pub fn run_cli(args: BenchArgs) -> i32 {
-    match run(&args) {
+    match start::run(&args) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("onesided bench: {e}");
@@ -171,73 +325,33 @@ pub fn run_cli(args: BenchArgs) -> i32 {
     }
 }
 
-/// Runs the benchmark; started directly, as a job of 2 ranks. Returns the exit code.
-fn run(args: &BenchArgs) -> Result<i32> {
-    let plan = Plan::new(args)?;
-    let mut config = Config::from_env()?;
-    if let Some(t) = args.transport {
-        config = config.transport(t);
-    }
-    let pm = onesided::launcher::process_manager(&config)?;
-    if args.test.needs_peer() && pm == ProcessManager::Singleton {
-        let transport = vec![(
-            ENV_TRANSPORT.to_owned(),
-            config.transport_choice().as_str().to_owned(),
-        )];
-        let program = std::env::current_exe().map_err(|e| Error::os("finding this program", e))?;
-        return launch::run(&Job {
-            n: 2,
-            program,
-            args: std::env::args_os().skip(1).collect(),
-            tag_output: false,
-            simulate_nodes: None,
-            extra_env: transport,
-            bind: launch::Bind::Auto,
-        });
-    }
-    let world = World::init_with(config)?;
-    if args.test.needs_peer() && world.size() != 2 {
-        // Every rank fails the same way; one message is enough.
-        if world.rank() != 0 {
-            return Ok(2);
-        }
-        return Err(Error::new(
-            ErrorClass::Arg,
-            format!(
-                "{} needs exactly 2 ranks; this job has {}",
-                args.test.name(),
-                world.size()
-            ),
-        ));
-    }
-    let mut report = Report::new(world.rank());
-    match args.test {
-        Test::All => Test::EVERY
-            .iter()
-            .try_for_each(|&t| one(&world, t, &plan, &mut report))?,
-        t => one(&world, t, &plan, &mut report)?,
-    }
-    Ok(0)
-}
-
-/// Runs one test (not `all`).
+/// Runs one test (not `all`) in `world`.
 fn one(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()> {
     match test {
-        Test::PutLatency => rma::sweep(world, Op::Put, Kind::Latency, plan, report),
-        Test::GetLatency => rma::sweep(world, Op::Get, Kind::Latency, plan, report),
-        Test::PutBw => rma::sweep(world, Op::Put, Kind::Bandwidth, plan, report),
-        Test::GetBw => rma::sweep(world, Op::Get, Kind::Bandwidth, plan, report),
-        Test::CasLatency => rma::sweep(world, Op::Cas, Kind::Latency, plan, report),
+        Test::PutLatency | Test::GetLatency | Test::PutBw | Test::GetBw | Test::PutBibw => {
+            rma::sweep(world, test, plan, report)
+        }
+        Test::AccLatency | Test::GetAccLatency | Test::FopLatency | Test::CasLatency => {
+            atomic::sweep(world, test, plan, report)
+        }
+        Test::FenceLatency => group::fence_latency(world, plan, report),
+        Test::BarrierLatency => group::barrier_latency(world, plan, report),
+        Test::LockContention => group::lock_contention(world, plan, report),
+        Test::FopContention => group::fop_contention(world, plan, report),
+        Test::AlltoallPut => group::alltoall_put(world, plan, report),
         Test::MemcpyBw => floor::memcpy_bw(world, plan, report),
         Test::AtomicPingpong => floor::atomic_pingpong(world, plan, report),
-        Test::All => Err(Error::new(ErrorClass::Intern, "`all` inside `all`")),
+        Test::All => Err(onesided::Error::new(
+            ErrorClass::Intern,
+            "`all` inside `all`",
+        )),
     }
 }
 
 /// Runs `body` `pass.warmup` times, then `pass.iters` times under the clock; returns the time
 /// of the timed iterations.
 #[inline(always)]
-fn timed(pass: Pass, mut body: impl FnMut() -> Result<()>) -> Result<Duration> {
+fn timed(pass: options::Pass, mut body: impl FnMut() -> Result<()>) -> Result<Duration> {
     for _ in 0..pass.warmup {
         body()?;
     }

@@ -1,20 +1,24 @@
 //! The options of `onesided bench`, checked against the test they are given to, and the
 //! OSU iteration counts.
 
-use super::{BenchArgs, Creation, SyncMode, Test};
+use super::{BenchArgs, Creation, Format, SyncMode, Test};
 use onesided::{Error, ErrorClass, Result};
 
 /// The largest window a test may create (bandwidth tests: size * W bytes).
 const MAX_WINDOW: usize = 1 << 30;
 /// Messages up to this size get the "small" iteration counts.
 const SMALL: usize = 8192;
+/// Ranks of the N-rank tests when `-n` is not given.
+const DEFAULT_RANKS: usize = 4;
+/// Timed repetitions per size of the json and csv formats when `-r` is not given.
+const DEFAULT_REPETITIONS: usize = 5;
 
-/// Message sizes: every power of two from `min` to `max`.
+/// Message sizes, as OSU runs them: `min`, then doubling while at most `max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sizes {
-    /// The smallest size in bytes (a power of two).
+    /// The smallest size in bytes (at least 1).
     pub min: usize,
-    /// The largest size in bytes (a power of two, at least `min`).
+    /// The largest size in bytes (at least `min`).
     pub max: usize,
 }
 
@@ -25,14 +29,15 @@ impl Sizes {
         max: 4 << 20,
     };
 
-    /// The sizes in increasing order.
+    /// The sizes in increasing order: `min`, `2 * min`, ... up to `max` (OSU's loop, so that
+    /// bounds that are not powers of two give sizes within them).
     pub fn iter(self) -> impl Iterator<Item = usize> {
         std::iter::successors(Some(self.min), |s| s.checked_mul(2))
             .take_while(move |s| *s <= self.max)
     }
 }
 
-/// One size: a byte count with an optional K (KiB) or M (MiB) suffix.
+/// One size: a byte count of at least 1 with an optional K (KiB) or M (MiB) suffix.
 fn parse_size(s: &str) -> std::result::Result<usize, String> {
     let (digits, scale) = match s.strip_suffix(['K', 'k']) {
         Some(d) => (d, 1usize << 10),
@@ -47,17 +52,20 @@ fn parse_size(s: &str) -> std::result::Result<usize, String> {
     let n = n
         .checked_mul(scale)
         .ok_or_else(|| format!("{s} is too large"))?;
-    if !n.is_power_of_two() {
-        return Err(format!("{s} is not a power of two of at least 1 byte"));
+    if n == 0 {
+        return Err("sizes are at least 1 byte".into());
     }
     Ok(n)
 }
 
-/// Parses `-m [MIN:]MAX`; MIN defaults to 1.
+/// Parses `-m` as OSU does: `MAX`, `MIN:MAX`, `MIN:` (MAX stays 4M) or `:MAX` (MIN stays 1).
 pub fn parse_sizes(s: &str) -> std::result::Result<Sizes, String> {
     let (min, max) = match s.split_once(':') {
+        Some(("", "")) => return Err("-m needs MIN, MAX or both".into()),
+        Some((min, "")) => (parse_size(min)?, Sizes::DEFAULT.max),
+        Some(("", max)) => (Sizes::DEFAULT.min, parse_size(max)?),
         Some((min, max)) => (parse_size(min)?, parse_size(max)?),
-        None => (1, parse_size(s)?),
+        None => (Sizes::DEFAULT.min, parse_size(s)?),
     };
     if min > max {
         return Err(format!("MIN {min} is larger than MAX {max}"));
@@ -65,27 +73,39 @@ pub fn parse_sizes(s: &str) -> std::result::Result<Sizes, String> {
     Ok(Sizes { min, max })
 }
 
-/// Whether a test times latency or bandwidth (they have different OSU iteration counts).
+/// Which OSU iteration counts a test uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     Latency,
     Bandwidth,
 }
 
-/// Warm-up and timed iterations of one size.
+/// Warm-up and timed iterations of one repetition.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Pass {
     pub warmup: usize,
     pub iters: usize,
 }
 
+impl Pass {
+    /// The same timed iterations without the warm-up (repetitions after the first).
+    pub fn again(self) -> Pass {
+        Pass { warmup: 0, ..self }
+    }
+}
+
 /// The options with their defaults filled in, valid for every test they will run.
 #[derive(Debug, Clone)]
 pub(super) struct Plan {
-    pub sync: SyncMode,
+    /// `-s` as given ([`Plan::sync`] has the default of each test).
+    sync: Option<SyncMode>,
     pub creation: Creation,
     pub sizes: Sizes,
     pub window: usize,
+    /// Ranks of the N-rank tests.
+    pub ranks: usize,
+    pub format: Format,
+    pub repetitions: usize,
     iterations: Option<usize>,
     warmup: Option<usize>,
 }
@@ -106,63 +126,91 @@ impl Plan {
     /// Checks `args` against the test and fills in the defaults.
     pub fn new(args: &BenchArgs) -> Result<Plan> {
         let t = args.test;
-        let rma = matches!(
-            t,
-            Test::PutLatency | Test::GetLatency | Test::PutBw | Test::GetBw | Test::All
-        );
-        let windowed = matches!(t, Test::PutBw | Test::GetBw | Test::MemcpyBw | Test::All);
-        let sized = t != Test::AtomicPingpong;
-        if args.sync.is_some() && !rma {
-            return Err(refuse(
-                t,
-                "-s",
-                "the RMA tests (put/get latency and bandwidth)",
-            ));
+        let all = t == Test::All;
+        if let Some(sync) = args.sync {
+            check_sync(t, sync)?;
         }
-        if args.creation.is_some() && !rma {
-            return Err(refuse(
-                t,
-                "-w",
-                "the RMA tests (put/get latency and bandwidth)",
-            ));
+        if args.creation.is_some() && !(all || t.is_osu()) {
+            return Err(refuse(t, "-w", "the OSU tests"));
         }
-        if args.window.is_some() && !windowed {
+        if args.window.is_some() && !(all || t.is_windowed()) {
             return Err(refuse(
                 t,
                 "-W",
-                "the bandwidth tests (put_bw, get_bw, memcpy_bw)",
+                "the bandwidth tests (put_bw, get_bw, put_bibw, memcpy_bw)",
             ));
         }
-        if args.sizes.is_some() && !sized {
+        if args.sizes.is_some() && matches!(t, Test::FopLatency | Test::CasLatency) {
+            return Err(usage(format!(
+                "{} moves one 4-byte element: -m does not apply",
+                t.name()
+            )));
+        }
+        if args.sizes.is_some() && !(all || t.is_sized()) {
             return Err(refuse(t, "-m", "the tests that sweep message sizes"));
+        }
+        if args.ranks.is_some() && !(all || t.is_group()) {
+            return Err(refuse(
+                t,
+                "-n",
+                "the N-rank tests (the OSU tests and the floors run on 2 ranks)",
+            ));
         }
         if args.iterations == Some(0) {
             return Err(usage("-i must be at least 1".into()));
+        }
+        if args.repetitions == Some(0) {
+            return Err(usage("-r must be at least 1".into()));
+        }
+        let ranks = args.ranks.unwrap_or(DEFAULT_RANKS);
+        if ranks < 2 {
+            return Err(usage("-n must be at least 2".into()));
         }
         let window = args.window.unwrap_or(64);
         if window == 0 {
             return Err(usage("-W must be at least 1".into()));
         }
         let sizes = args.sizes.unwrap_or(Sizes::DEFAULT);
-        let per_size = if windowed { window } else { 1 };
+        let per_size = match t {
+            Test::AlltoallPut => ranks,
+            Test::All => window.max(ranks),
+            t if t.is_windowed() => window,
+            _ => 1,
+        };
         if sizes
             .max
             .checked_mul(per_size)
             .is_none_or(|b| b > MAX_WINDOW)
         {
             return Err(usage(format!(
-                "messages of {} bytes with -W {per_size} need more than {MAX_WINDOW} bytes of window",
+                "messages of {} bytes, {per_size} per window, need more than {MAX_WINDOW} bytes of window",
                 sizes.max
             )));
         }
+        let format = args.format;
+        let repetitions = args.repetitions.unwrap_or(match format {
+            Format::Osu => 1,
+            Format::Json | Format::Csv => DEFAULT_REPETITIONS,
+        });
         Ok(Plan {
-            sync: args.sync.unwrap_or(SyncMode::Flush),
+            sync: args.sync,
             creation: args.creation.unwrap_or(Creation::Allocate),
             sizes,
             window,
+            ranks,
+            format,
+            repetitions,
             iterations: args.iterations,
             warmup: args.warmup,
         })
+    }
+
+    /// The synchronization of `test`: `-s`, else flush (put_bibw: fence, the one it has).
+    pub fn sync(&self, test: Test) -> SyncMode {
+        match test {
+            Test::PutBibw => SyncMode::Fence,
+            _ => self.sync.unwrap_or(SyncMode::Flush),
+        }
     }
 
     /// The iterations of a `kind` test at `size` bytes: the OSU counts unless -i / -x say otherwise.
@@ -180,39 +228,75 @@ impl Plan {
     }
 }
 
+/// MPI_ERR_ARG unless `test` can run with `-s sync` (`all`: some of its tests can).
+fn check_sync(test: Test, sync: SyncMode) -> Result<()> {
+    if sync == SyncMode::Pscw {
+        return Err(usage(
+            "-s pscw: onesided has no post/start/complete/wait (MPI_Win_post, MPI_Win_start, \
+             MPI_Win_complete, MPI_Win_wait) yet; use fence, flush, flush_local, lock or lock_all"
+                .into(),
+        ));
+    }
+    match test {
+        Test::PutBibw if sync != SyncMode::Fence => Err(usage(format!(
+            "put_bibw takes -s fence only (OSU's other choice and default for it, pscw, is not \
+             in onesided yet), not -s {}",
+            sync.cli_name()
+        ))),
+        Test::All => Ok(()),
+        t if !t.is_osu() => Err(refuse(t, "-s", "the OSU tests")),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn sizes(min: usize, max: usize) -> Sizes {
+        Sizes { min, max }
+    }
+
     #[test]
     fn sizes_parse_with_suffixes() {
-        assert_eq!(parse_sizes("8:8"), Ok(Sizes { min: 8, max: 8 }));
-        assert_eq!(
-            parse_sizes("4M"),
-            Ok(Sizes {
-                min: 1,
-                max: 4 << 20
-            })
-        );
-        assert_eq!(
-            parse_sizes("1k:2K"),
-            Ok(Sizes {
-                min: 1024,
-                max: 2048
-            })
-        );
+        assert_eq!(parse_sizes("8:8"), Ok(sizes(8, 8)));
+        assert_eq!(parse_sizes("4M"), Ok(sizes(1, 4 << 20)));
+        assert_eq!(parse_sizes("1k:2K"), Ok(sizes(1024, 2048)));
         assert!(parse_sizes("0").is_err());
-        assert!(parse_sizes("3").is_err());
+        assert!(parse_sizes("0:8").is_err());
         assert!(parse_sizes("8:4").is_err());
-        assert!(parse_sizes(":4").is_err());
         assert!(parse_sizes("x").is_err());
+        assert!(parse_sizes("1:x").is_err());
         assert!(parse_sizes("99999999999999999999M").is_err());
     }
 
     #[test]
+    fn sizes_parse_every_osu_form() {
+        assert_eq!(parse_sizes("64"), Ok(sizes(1, 64)));
+        assert_eq!(parse_sizes("16:"), Ok(sizes(16, 4 << 20)));
+        assert_eq!(parse_sizes(":128"), Ok(sizes(1, 128)));
+        assert_eq!(parse_sizes("2:32"), Ok(sizes(2, 32)));
+        assert!(parse_sizes(":").is_err());
+        assert!(parse_sizes("8M:").is_err());
+        assert!(parse_sizes("1:2:3").is_err());
+    }
+
+    #[test]
     fn sizes_iterate_by_doubling() {
-        let v: Vec<usize> = Sizes { min: 2, max: 16 }.iter().collect();
+        let v: Vec<usize> = sizes(2, 16).iter().collect();
         assert_eq!(v, [2, 4, 8, 16]);
         assert_eq!(Sizes::DEFAULT.iter().count(), 23);
+    }
+
+    #[test]
+    fn bounds_that_are_not_powers_of_two_stay_within_them() {
+        let v: Vec<usize> = parse_sizes("3:100").unwrap().iter().collect();
+        assert_eq!(v, [3, 6, 12, 24, 48, 96]);
+        let v: Vec<usize> = parse_sizes("100").unwrap().iter().collect();
+        assert_eq!(v, [1, 2, 4, 8, 16, 32, 64]);
+        let v: Vec<usize> = parse_sizes("5:7").unwrap().iter().collect();
+        assert_eq!(v, [5]);
+        let top: Vec<usize> = sizes(usize::MAX / 2 + 1, usize::MAX).iter().collect();
+        assert_eq!(top, [usize::MAX / 2 + 1]);
     }
 }

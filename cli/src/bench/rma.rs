@@ -1,107 +1,146 @@
-//! The RMA tests: put/get latency and bandwidth, timed as OSU times them.
+//! The OSU put/get tests (latency, bandwidth, put bi-directional bandwidth), timed as OSU times
+//! them, and what every OSU test shares: its table, its window per size, its timed loop.
 //!
 //! Per size, both ranks create a fresh window (latency: `size` bytes, bandwidth: `size * W`
-//! bytes), rank 0 runs the timed loop (with rank 1 in fence mode), then both meet at a closing
-//! fence and free the window. In the passive modes (flush, flush_local, lock, lock_all) rank 1
-//! just waits in that fence: asleep on its doorbell over shared memory, polling the fabric
-//! otherwise (as an MPI library's target does).
+//! bytes), rank 0 runs the timed loop (with rank 1 in fence mode, and issuing its own puts in
+//! put_bibw), repetition after repetition, then both meet at a closing fence and free the
+//! window. In the passive modes (flush, flush_local, lock, lock_all) rank 1 just waits in that
+//! fence: asleep on its doorbell over shared memory, polling the fabric otherwise (as an MPI
+//! library's target does).
 
 use super::options::{Kind, Pass, Plan};
-use super::report::Report;
-use super::{Creation, SyncMode, mbps, micros, timed};
-use onesided::Assert;
-use onesided::Info;
-use onesided::LockType;
-use onesided::Result;
-use onesided::Window;
-use onesided::World;
+use super::report::{BANDWIDTH, Column, LATENCY, Report, Table};
+use super::{Creation, SyncMode, Test, mbps, micros, timed};
+use onesided::{Assert, Error, ErrorClass, Info, LockType, Result, Window, World};
 use std::time::Duration;
 
-/// The operation a test times.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Op {
-    Put,
-    Get,
-    /// compare_and_swap of one u64 (latency only).
-    Cas,
-}
+/// The datatype OSU's put and get tests move and name in their header.
+const BYTES: &str = "MPI_CHAR";
 
-/// The OSU header lines of a test.
-fn title(op: Op, kind: Kind) -> &'static str {
-    match (op, kind) {
-        (Op::Put, Kind::Latency) => "OSU MPI_Put Latency Test v7.4",
-        (Op::Get, Kind::Latency) => "OSU MPI_Get Latency Test v7.4",
-        (Op::Put, Kind::Bandwidth) => "OSU MPI_Put Bandwidth Test v7.4",
-        (Op::Get, Kind::Bandwidth) => "OSU MPI_Get Bandwidth Test v7.4",
-        (Op::Cas, _) => "OSU MPI_Compare_and_swap latency Test v7.4",
+/// The title line of an OSU test.
+fn title(test: Test) -> &'static str {
+    match test {
+        Test::PutLatency => "OSU MPI_Put Latency Test v7.4",
+        Test::GetLatency => "OSU MPI_Get Latency Test v7.4",
+        Test::PutBw => "OSU MPI_Put Bandwidth Test v7.4",
+        Test::GetBw => "OSU MPI_Get Bandwidth Test v7.4",
+        Test::PutBibw => "OSU MPI_Put Bi-directional Bandwidth Test v7.4",
+        Test::AccLatency => "OSU MPI_Accumulate latency Test v7.4",
+        Test::GetAccLatency => "OSU MPI_Get_accumulate latency Test v7.4",
+        Test::FopLatency => "OSU MPI_Fetch_and_op latency Test v7.4",
+        _ => "OSU MPI_Compare_and_swap latency Test v7.4",
     }
 }
 
-/// Runs one test over every size of the plan and prints its table.
-pub(super) fn sweep(
-    world: &World,
-    op: Op,
-    kind: Kind,
-    plan: &Plan,
-    report: &mut Report,
-) -> Result<()> {
-    let creation = format!("Window creation: {}", plan.creation.mpi_name());
-    let sync = format!("Synchronization: {}", plan.sync.mpi_name());
-    let column = match kind {
-        Kind::Latency => "Latency (us)",
-        Kind::Bandwidth => "Bandwidth (MB/s)",
+/// The table of an OSU test: title, window creation, synchronization and datatype, one column.
+pub(super) fn osu_table(test: Test, plan: &Plan, datatype: &'static str, column: Column) -> Table {
+    Table {
+        test,
+        title: title(test).to_owned(),
+        notes: Vec::new(),
+        window: Some(plan.creation.mpi_name()),
+        sync: Some(plan.sync(test).mpi_name()),
+        datatype: Some(datatype),
+        ranks: 2,
+        show_ranks: false,
+        columns: vec![column],
+    }
+}
+
+/// How an OSU test synchronizes its timed loop.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Loop {
+    pub sync: SyncMode,
+    pub kind: Kind,
+    /// The lock each iteration takes in the lock mode.
+    pub lock: LockType,
+    /// The lock held across the loop in the flush modes.
+    pub hold: LockType,
+    /// Both ranks issue operations (put_bibw).
+    pub both: bool,
+}
+
+/// Runs one put/get test over every size of the plan and reports its rows.
+pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()> {
+    let (kind, both) = match test {
+        Test::PutLatency | Test::GetLatency => (Kind::Latency, false),
+        Test::PutBw | Test::GetBw => (Kind::Bandwidth, false),
+        _ => (Kind::Bandwidth, true),
     };
-    report.table(&[title(op, kind), &creation, &sync], column)?;
+    let put = matches!(test, Test::PutLatency | Test::PutBw | Test::PutBibw);
+    let column = match kind {
+        Kind::Latency => LATENCY,
+        Kind::Bandwidth => BANDWIDTH,
+    };
+    report.table(osu_table(test, plan, BYTES, column))?;
     let count = match kind {
         Kind::Latency => 1,
         Kind::Bandwidth => plan.window,
     };
-    // compare_and_swap moves one u64, whatever the sizes asked for.
-    let sizes: Vec<usize> = match op {
-        Op::Cas => vec![8],
-        _ => plan.sizes.iter().collect(),
+    let sync = plan.sync(test);
+    let how = Loop {
+        sync,
+        kind,
+        lock: LockType::Shared,
+        hold: LockType::Shared,
+        both,
     };
-    for size in sizes {
+    for size in plan.sizes.iter() {
         let pass = plan.pass(kind, size);
-        let time = with_window(world, plan.creation, size * count, |win| {
+        let times = with_window(world, plan.creation, size * count, |win| {
             // Filled with non-zero bytes, so that its pages are touched before the clock starts.
             let mut buf = vec![0x5au8; size * count];
-            match (op, kind) {
-                (Op::Put, Kind::Latency) => {
-                    epochs(win, plan.sync, kind, pass, |w, t| w.put(&buf, t, 0))
-                }
-                (Op::Get, Kind::Latency) => {
-                    epochs(win, plan.sync, kind, pass, |w, t| w.get(&mut buf, t, 0))
-                }
-                (Op::Put, Kind::Bandwidth) => epochs(win, plan.sync, kind, pass, |w, t| {
+            repeat(plan.repetitions, pass, |p| match (put, kind) {
+                (true, Kind::Latency) => epochs(win, how, p, |w, t| w.put(&buf, t, 0)),
+                (false, Kind::Latency) => epochs(win, how, p, |w, t| w.get(&mut buf, t, 0)),
+                (true, Kind::Bandwidth) => epochs(win, how, p, |w, t| {
                     buf.chunks_exact(size)
                         .enumerate()
                         .try_for_each(|(j, m)| w.put(m, t, j * size))
                 }),
-                (Op::Get, Kind::Bandwidth) => epochs(win, plan.sync, kind, pass, |w, t| {
+                (false, Kind::Bandwidth) => epochs(win, how, p, |w, t| {
                     buf.chunks_exact_mut(size)
                         .enumerate()
                         .try_for_each(|(j, m)| w.get(m, t, j * size))
                 }),
-                (Op::Cas, _) => epochs(win, plan.sync, kind, pass, |w, t| {
-                    w.compare_and_swap(1u64, 0u64, t, 0).map(drop)
-                }),
-            }
+            })
         })?;
-        let value = match (kind, plan.sync) {
-            (Kind::Latency, SyncMode::Fence) => micros(time, 2.0 * pass.iters as f64),
-            (Kind::Latency, _) => micros(time, pass.iters as f64),
-            (Kind::Bandwidth, _) => mbps(time, (size * count) as f64 * pass.iters as f64),
-        };
-        report.row(size, value)?;
+        let directions = if both { 2.0 } else { 1.0 };
+        let values = times
+            .iter()
+            .map(|&time| match kind {
+                Kind::Latency => latency(time, sync, pass),
+                Kind::Bandwidth => {
+                    directions * mbps(time, (size * count) as f64 * pass.iters as f64)
+                }
+            })
+            .collect();
+        report.row(size, pass.iters, &[values])?;
     }
     Ok(())
+}
+
+/// Microseconds per operation of a latency loop that took `time` (fence: two per iteration).
+pub(super) fn latency(time: Duration, sync: SyncMode, pass: Pass) -> f64 {
+    let per_iteration = if sync == SyncMode::Fence { 2.0 } else { 1.0 };
+    micros(time, per_iteration * pass.iters as f64)
+}
+
+/// `reps` timed repetitions of `f`; the warm-up of `pass` only before the first.
+pub(super) fn repeat(
+    reps: usize,
+    pass: Pass,
+    mut f: impl FnMut(Pass) -> Result<Duration>,
+) -> Result<Vec<Duration>> {
+    (0..reps)
+        .map(|r| f(if r == 0 { pass } else { pass.again() }))
+        .collect()
 }
 
 /// Creates a window of `bytes` bytes on every rank, runs `f` on it, then meets the other rank
 /// at a closing fence and frees the window (a failure of `f` returns at once: the job ends on
 /// it).
-fn with_window<R>(
+pub(super) fn with_window<R>(
     world: &World,
     creation: Creation,
     bytes: usize,
@@ -130,19 +169,19 @@ fn with_window<R>(
     }
 }
 
-/// The timed loop of one size: `op(win, target)` issues the operation(s) of one iteration.
-/// Returns rank 0's time (zero on a passive rank 1).
+/// The timed loop of one repetition: `op(win, target)` issues the operation(s) of one
+/// iteration. Returns rank 0's time (zero on a passive rank 1).
 #[inline(always)]
-fn epochs(
+pub(super) fn epochs(
     win: &Window<'_>,
-    sync: SyncMode,
-    kind: Kind,
+    how: Loop,
     pass: Pass,
     mut op: impl FnMut(&Window<'_>, usize) -> Result<()>,
 ) -> Result<Duration> {
     const N: Assert = Assert::NONE;
     let origin = win.rank() == 0;
-    match (sync, kind) {
+    let peer = 1 - win.rank();
+    match (how.sync, how.kind) {
         (SyncMode::Fence, Kind::Latency) if origin => timed(pass, || {
             win.fence(N)?;
             op(win, 1)?;
@@ -155,19 +194,20 @@ fn epochs(
             op(win, 0)?;
             win.fence(N)
         }),
-        (SyncMode::Fence, Kind::Bandwidth) if origin => timed(pass, || {
+        (SyncMode::Fence, Kind::Bandwidth) if origin || how.both => timed(pass, || {
             win.fence(N)?;
-            op(win, 1)?;
+            op(win, peer)?;
             win.fence(N)
         }),
         (SyncMode::Fence, Kind::Bandwidth) => timed(pass, || {
             win.fence(N)?;
             win.fence(N)
         }),
+        (SyncMode::Pscw, _) => Err(Error::new(ErrorClass::Intern, "pscw reached a timed loop")),
         _ if !origin => Ok(Duration::ZERO),
         (SyncMode::Flush | SyncMode::FlushLocal, _) => {
-            let local = sync == SyncMode::FlushLocal;
-            win.lock(LockType::Shared, 1, N)?;
+            let local = how.sync == SyncMode::FlushLocal;
+            win.lock(how.hold, 1, N)?;
             let time = timed(pass, || {
                 op(win, 1)?;
                 if local {
@@ -180,7 +220,7 @@ fn epochs(
             Ok(time)
         }
         (SyncMode::Lock, _) => timed(pass, || {
-            win.lock(LockType::Shared, 1, N)?;
+            win.lock(how.lock, 1, N)?;
             op(win, 1)?;
             win.unlock(1)
         }),

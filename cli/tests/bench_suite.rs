@@ -1,0 +1,448 @@
+//! `onesided bench`: every test runs as real jobs through the launcher (started directly, the
+//! command starts itself as a job), with few iterations and small sizes; the tests check the
+//! output formats (OSU's headers, the JSON document, the CSV rows), the N-rank tests and the
+//! refusals. Performance is never asserted.
+
+use serde_json::Value;
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs `onesided ARGS...` to completion (killed and failed after [`LIMIT`]).
+fn onesided(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_onesided"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn onesided");
+    let read = |mut r: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).expect("read output");
+            v
+        })
+    };
+    let out = read(Box::new(child.stdout.take().expect("stdout")));
+    let err = read(Box::new(child.stderr.take().expect("stderr")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("onesided {args:?} still running after {LIMIT:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out.join().expect("stdout"),
+        stderr: err.join().expect("stderr"),
+    }
+}
+
+/// `onesided bench ARGS...`, which must succeed; its stdout.
+fn bench(args: &[&str]) -> String {
+    let mut all = vec!["bench"];
+    all.extend(args);
+    let out = onesided(&all);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "onesided {all:?}: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// `onesided bench ARGS...`, which must fail with a usage error; its stderr.
+fn refused(args: &[&str]) -> String {
+    let mut all = vec!["bench"];
+    all.extend(args);
+    let out = onesided(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "onesided {all:?}: {stderr}");
+    stderr
+}
+
+const SMALL: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// The records of `test` in a parsed document.
+fn records<'a>(doc: &'a Value, test: &str) -> Vec<&'a Value> {
+    doc["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["test"] == test)
+        .collect()
+}
+
+/// Every statistic of `r` is positive and ordered.
+fn check_values(r: &Value) {
+    let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} of {r}"));
+    assert!(f("min") > 0.0, "{r}");
+    assert!(f("min") <= f("p10") && f("p10") <= f("median"), "{r}");
+    assert!(f("median") <= f("p90") && f("p90") <= f("max"), "{r}");
+    assert_eq!(f("value"), f("median"), "{r}");
+}
+
+fn sizes_of(records: &[&Value]) -> Vec<usize> {
+    records
+        .iter()
+        .map(|r| r["size"].as_u64().expect("size") as usize)
+        .collect()
+}
+
+#[test]
+fn bench_json_has_the_context_and_a_record_per_size() {
+    let out = bench(&[
+        "put_latency",
+        "-m",
+        "1:64",
+        "-i",
+        "50",
+        "-x",
+        "5",
+        "--format",
+        "json",
+        "-r",
+        "3",
+    ]);
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["format"], "onesided-bench/1");
+    let c = &doc["context"];
+    assert_eq!(c["onesided"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(c["transport"], "shm");
+    assert_eq!(c["provider"], Value::Null);
+    assert_eq!(
+        (c["ranks"].as_u64(), c["nodes"].as_u64()),
+        (Some(2), Some(1))
+    );
+    for key in ["cpu", "binding", "host"] {
+        assert!(c[key].as_str().is_some_and(|s| !s.is_empty()), "{key}: {c}");
+    }
+    let started = c["started"].as_str().expect("started");
+    assert!(
+        started.len() == 20 && started.ends_with('Z') && &started[10..11] == "T",
+        "{started}"
+    );
+    let recs = records(&doc, "put_latency");
+    assert_eq!(sizes_of(&recs), SMALL);
+    for r in recs {
+        check_values(r);
+        assert_eq!(r["sync"], "MPI_Win_flush");
+        assert_eq!(r["window"], "MPI_Win_allocate");
+        assert_eq!(r["datatype"], "MPI_CHAR");
+        assert_eq!(r["unit"], "us");
+        assert_eq!(
+            (r["ranks"].as_u64(), r["iterations"].as_u64()),
+            (Some(2), Some(50))
+        );
+        assert_eq!(r["repetitions"], 3);
+    }
+}
+
+#[test]
+fn bench_json_of_accumulate_and_n_rank_tests() {
+    let out = bench(&[
+        "acc_latency",
+        "-m",
+        "1:64",
+        "-i",
+        "30",
+        "-x",
+        "2",
+        "--format",
+        "json",
+    ]);
+    let doc: Value = serde_json::from_str(&out).expect("JSON");
+    let recs = records(&doc, "acc_latency");
+    // 32-bit elements: the sizes below one element are skipped, as OSU skips them.
+    assert_eq!(sizes_of(&recs), [4, 8, 16, 32, 64]);
+    recs.iter().for_each(|r| check_values(r));
+    assert_eq!(recs[0]["datatype"], "MPI_INT");
+    assert_eq!(recs[0]["repetitions"], 5);
+
+    let out = bench(&[
+        "alltoall_put",
+        "-n",
+        "3",
+        "-m",
+        "1:64",
+        "-i",
+        "5",
+        "-x",
+        "1",
+        "--format",
+        "json",
+        "-r",
+        "2",
+    ]);
+    let doc: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["context"]["ranks"], 3);
+    let recs = records(&doc, "alltoall_put");
+    let (lat, bw): (Vec<&Value>, Vec<&Value>) = recs.iter().partition(|r| r["unit"] == "us");
+    assert_eq!(sizes_of(&lat), SMALL);
+    assert_eq!(sizes_of(&bw), SMALL);
+    assert!(bw.iter().all(|r| r["unit"] == "MB/s" && r["ranks"] == 3));
+    recs.iter().for_each(|r| check_values(r));
+}
+
+#[test]
+fn bench_csv_has_a_header_and_one_row_per_size() {
+    let out = bench(&[
+        "get_bw", "-m", "1:64", "-i", "5", "-x", "1", "-W", "4", "--format", "csv",
+    ]);
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "test,sync,window,datatype,ranks,size,unit,iterations,repetitions,value,min,median,max,p10,p90"
+        )
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), SMALL.len(), "{out}");
+    for (row, size) in rows.iter().zip(SMALL) {
+        assert_eq!(row.len(), 15, "{row:?}");
+        assert_eq!(
+            row[..9],
+            [
+                "get_bw",
+                "MPI_Win_flush",
+                "MPI_Win_allocate",
+                "MPI_CHAR",
+                "2",
+                &size.to_string(),
+                "MB/s",
+                "5",
+                "5"
+            ]
+        );
+        assert!(row[9].parse::<f64>().is_ok_and(|v| v > 0.0), "{row:?}");
+    }
+    let out = bench(&[
+        "barrier_latency",
+        "-n",
+        "3",
+        "-i",
+        "20",
+        "--format",
+        "csv",
+        "-r",
+        "2",
+    ]);
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{out}");
+    assert!(
+        rows[0].starts_with("barrier_latency,MPI_Barrier,,,3,0,us,20,2,"),
+        "{out}"
+    );
+}
+
+/// The header lines of an OSU table, and its rows' sizes (every value positive).
+fn osu_table(out: &str) -> (Vec<&str>, Vec<usize>) {
+    let header: Vec<&str> = out.lines().take_while(|l| l.starts_with('#')).collect();
+    let sizes = out
+        .lines()
+        .skip(header.len())
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            let size = f.next().and_then(|s| s.parse().ok()).expect("size");
+            assert!(f.all(|v| v.parse::<f64>().is_ok_and(|v| v > 0.0)), "{l}");
+            size
+        })
+        .collect();
+    (header, sizes)
+}
+
+#[test]
+fn bench_new_osu_tests_print_osu_headers() {
+    let cases: [(&str, &str, &str, &str, &[&str]); 5] = [
+        (
+            "put_bibw",
+            "OSU MPI_Put Bi-directional Bandwidth Test v7.4",
+            "MPI_Win_fence",
+            "MPI_CHAR",
+            &["-m", "1:64", "-W", "4"],
+        ),
+        (
+            "acc_latency",
+            "OSU MPI_Accumulate latency Test v7.4",
+            "MPI_Win_flush",
+            "MPI_INT",
+            &["-m", "1:64"],
+        ),
+        (
+            "get_acc_latency",
+            "OSU MPI_Get_accumulate latency Test v7.4",
+            "MPI_Win_lock/unlock",
+            "MPI_INT",
+            &["-m", "1:64", "-s", "lock"],
+        ),
+        (
+            "fop_latency",
+            "OSU MPI_Fetch_and_op latency Test v7.4",
+            "MPI_Win_lock_all/unlock_all",
+            "MPI_INT",
+            &["-s", "lock_all", "-w", "create"],
+        ),
+        (
+            "cas_latency",
+            "OSU MPI_Compare_and_swap latency Test v7.4",
+            "MPI_Win_fence",
+            "MPI_INT",
+            &["-s", "fence"],
+        ),
+    ];
+    for (test, title, sync, datatype, extra) in cases {
+        let mut args = vec![test, "-i", "20", "-x", "2"];
+        args.extend(extra);
+        let out = bench(&args);
+        let (header, sizes) = osu_table(&out);
+        let window = if test == "fop_latency" {
+            "MPI_Win_create"
+        } else {
+            "MPI_Win_allocate"
+        };
+        let column = if test == "put_bibw" {
+            "Bandwidth (MB/s)"
+        } else {
+            "Latency (us)"
+        };
+        assert_eq!(
+            header,
+            [
+                format!("# {title}"),
+                format!("# Window creation: {window}"),
+                format!("# Synchronization: {sync}"),
+                format!("# Datatype: {datatype}."),
+                format!("{:<10}{column:>20}", "# Size"),
+            ],
+            "{out}"
+        );
+        let expected: &[usize] = match test {
+            "put_bibw" => &SMALL,
+            "acc_latency" | "get_acc_latency" => &SMALL[2..],
+            _ => &[4],
+        };
+        assert_eq!(sizes, expected, "{out}");
+    }
+}
+
+#[test]
+fn bench_sizes_stay_within_bounds_that_are_not_powers_of_two() {
+    let out = bench(&["put_latency", "-m", "3:100", "-i", "10", "-x", "1"]);
+    assert_eq!(osu_table(&out).1, [3, 6, 12, 24, 48, 96]);
+    let out = bench(&["put_bw", "-m", ":20", "-i", "2", "-x", "1", "-W", "2"]);
+    assert_eq!(osu_table(&out).1, [1, 2, 4, 8, 16]);
+}
+
+#[test]
+fn bench_n_rank_tests_run_on_4_ranks_and_counts_are_exact() {
+    // Started directly: a job of 4 ranks (the default of -n).
+    for test in [
+        "fence_latency",
+        "barrier_latency",
+        "lock_contention",
+        "fop_contention",
+    ] {
+        let out = bench(&[test, "-i", "200", "-x", "5", "-r", "2"]);
+        let (header, sizes) = osu_table(&out);
+        assert!(header.contains(&"# Ranks: 4"), "{out}");
+        assert!(header[0].starts_with("# onesided "), "{out}");
+        assert_eq!(sizes, [0], "{out}");
+    }
+    // Inside a job of 4 ranks started by the launcher.
+    let exe = env!("CARGO_BIN_EXE_onesided");
+    let out = onesided(&[
+        "run",
+        "-n",
+        "4",
+        "--",
+        exe,
+        "bench",
+        "lock_contention",
+        "-i",
+        "300",
+        "-x",
+        "3",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.matches("# onesided Lock Contention Test").count(),
+        1,
+        "{stdout}"
+    );
+    let out = bench(&["alltoall_put", "-m", "1:64", "-i", "5", "-x", "1"]);
+    let (header, sizes) = osu_table(&out);
+    assert!(header.contains(&"# Ranks: 4"), "{out}");
+    assert_eq!(sizes, SMALL, "{out}");
+}
+
+#[test]
+fn bench_all_json_is_one_document_of_every_test() {
+    let out = bench(&[
+        "all", "-m", "1:8", "-i", "20", "-x", "2", "--format", "json", "-r", "2",
+    ]);
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["context"]["ranks"], 4);
+    for (test, ranks) in [
+        ("put_latency", 2),
+        ("get_latency", 2),
+        ("put_bw", 2),
+        ("get_bw", 2),
+        ("put_bibw", 2),
+        ("acc_latency", 2),
+        ("get_acc_latency", 2),
+        ("fop_latency", 2),
+        ("cas_latency", 2),
+        ("memcpy_bw", 1),
+        ("atomic_pingpong", 2),
+        ("fence_latency", 4),
+        ("barrier_latency", 4),
+        ("lock_contention", 4),
+        ("fop_contention", 4),
+        ("alltoall_put", 4),
+    ] {
+        let recs = records(&doc, test);
+        assert!(!recs.is_empty(), "no {test}: {out}");
+        assert!(recs.iter().all(|r| r["ranks"] == ranks), "{test}: {out}");
+        recs.iter().for_each(|r| check_values(r));
+    }
+}
+
+#[test]
+fn bench_refusals_say_why() {
+    assert!(refused(&["put_bibw", "-s", "flush"]).contains("pscw, is not in onesided yet"));
+    assert!(refused(&["put_latency", "-s", "pscw"]).contains("no post/start/complete/wait"));
+    assert!(refused(&["fop_latency", "-m", "8"]).contains("one 4-byte element"));
+    assert!(refused(&["put_latency", "-n", "4"]).contains("-n applies to the N-rank tests"));
+    assert!(refused(&["fence_latency", "-n", "1"]).contains("at least 2"));
+    assert!(refused(&["put_latency", "-r", "0"]).contains("-r must be at least 1"));
+    assert!(refused(&["put_latency", "-m", "0:8"]).contains("at least 1 byte"));
+    let exe = env!("CARGO_BIN_EXE_onesided");
+    let out = onesided(&[
+        "run",
+        "-n",
+        "3",
+        "--",
+        exe,
+        "bench",
+        "put_latency",
+        "-i",
+        "5",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("put_latency needs exactly 2 ranks"));
+}
