@@ -5,17 +5,42 @@
 //! Without libfabric the crate builds empty and dependents see no `have_libfabric` cfg, so the
 //! default build needs only the Rust toolchain. `ONESIDED_REQUIRE_FABRIC=1` turns a missing
 //! libfabric (or libclang) into a build error, so CI can never skip the fabric silently.
+//!
+//! On docs.rs (which sets `DOCS_RS`, and has neither libfabric nor libclang) the script uses the
+//! bindings checked in under `docsrs/` instead: it copies `docsrs/bindings.rs` into `OUT_DIR`,
+//! emits `have_libfabric` and the version in `docsrs/version`, and compiles no C (rustdoc links
+//! nothing), so the documentation shows the whole API. To regenerate those files from the
+//! installed libfabric, run
+//!
+//! ```text
+//! ONESIDED_WRITE_DOCSRS_BINDINGS=1 cargo build -p onesided-fabric
+//! ```
+//!
+//! and commit `fabric/docsrs/`.
 
 use std::env;
+use std::fs;
 use std::path::PathBuf;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(have_libfabric)");
     println!("cargo::rerun-if-env-changed=ONESIDED_REQUIRE_FABRIC");
+    println!("cargo::rerun-if-env-changed=ONESIDED_WRITE_DOCSRS_BINDINGS");
+    println!("cargo::rerun-if-env-changed=DOCS_RS");
     println!("cargo::rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo::rerun-if-changed=wrapper.h");
     let required = env::var("ONESIDED_REQUIRE_FABRIC").is_ok_and(|v| v == "1");
-    match generate() {
+    let outcome = if env::var_os("DOCS_RS").is_some() {
+        Ok(pregenerated())
+    } else if env::var("ONESIDED_WRITE_DOCSRS_BINDINGS").is_ok_and(|v| v == "1") {
+        let version =
+            generate().unwrap_or_else(|why| panic!("ONESIDED_WRITE_DOCSRS_BINDINGS=1 but {why}"));
+        write_docsrs(&version);
+        Ok(version)
+    } else {
+        generate()
+    };
+    match outcome {
         Ok(version) => {
             println!("cargo::rustc-cfg=have_libfabric");
             println!("cargo::metadata=version={version}");
@@ -66,4 +91,39 @@ fn generate() -> Result<String, String> {
     cc.try_compile("onesided_fabric_static_fns")
         .map_err(|e| format!("compiling the static-inline wrappers: {e}"))?;
     Ok(lib.version)
+}
+
+/// What `docsrs/` holds besides `version`: files the real build writes to `OUT_DIR`.
+const DOCSRS_FILES: [&str; 1] = ["bindings.rs"];
+
+/// The checked-in files for docs.rs, beside this script.
+fn docsrs_dir() -> PathBuf {
+    PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("docsrs")
+}
+
+/// docs.rs: the checked-in files stand in for bindgen's; nothing is compiled or linked. A
+/// missing file fails the build rather than publish empty documentation.
+fn pregenerated() -> String {
+    let dir = docsrs_dir();
+    println!("cargo::rerun-if-changed={}", dir.display());
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    for name in DOCSRS_FILES {
+        fs::copy(dir.join(name), out.join(name))
+            .unwrap_or_else(|e| panic!("DOCS_RS is set but docsrs/{name}: {e}"));
+    }
+    let version = fs::read_to_string(dir.join("version"))
+        .unwrap_or_else(|e| panic!("DOCS_RS is set but docsrs/version: {e}"));
+    version.trim().to_string()
+}
+
+/// `ONESIDED_WRITE_DOCSRS_BINDINGS=1`: keeps the fresh files and their version for docs.rs.
+fn write_docsrs(version: &str) {
+    let dir = docsrs_dir();
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    fs::create_dir_all(&dir).expect("creating docsrs/");
+    for name in DOCSRS_FILES {
+        fs::copy(out.join(name), dir.join(name))
+            .unwrap_or_else(|e| panic!("writing docsrs/{name}: {e}"));
+    }
+    fs::write(dir.join("version"), format!("{version}\n")).expect("writing docsrs/version");
 }

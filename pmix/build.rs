@@ -6,8 +6,21 @@
 //!
 //! Besides the bindings it writes `failure_codes.rs`: the process-failure event codes that the
 //! installed headers define, as an array expression over `sys`, for `event.rs` to register.
+//!
+//! On docs.rs (which sets `DOCS_RS`, and has neither libpmix nor libclang) the script uses the
+//! files checked in under `docsrs/` instead: it copies `docsrs/bindings.rs` and
+//! `docsrs/failure_codes.rs` into `OUT_DIR` and emits `have_pmix` and the version in
+//! `docsrs/version`, so the documentation shows the whole API. To regenerate those files from
+//! the installed libpmix, run
+//!
+//! ```text
+//! ONESIDED_WRITE_DOCSRS_BINDINGS=1 cargo build -p onesided-pmix
+//! ```
+//!
+//! and commit `pmix/docsrs/`.
 
 use std::env;
+use std::fs;
 use std::path::PathBuf;
 
 /// Event codes that mean a process of the job is gone; the ones the headers lack are left out.
@@ -45,10 +58,22 @@ const VARS: [&str; 17] = [
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(have_pmix)");
     println!("cargo::rerun-if-env-changed=ONESIDED_REQUIRE_PMIX");
+    println!("cargo::rerun-if-env-changed=ONESIDED_WRITE_DOCSRS_BINDINGS");
+    println!("cargo::rerun-if-env-changed=DOCS_RS");
     println!("cargo::rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo::rerun-if-changed=wrapper.h");
     let required = env::var("ONESIDED_REQUIRE_PMIX").is_ok_and(|v| v == "1");
-    match generate() {
+    let outcome = if env::var_os("DOCS_RS").is_some() {
+        Ok(pregenerated())
+    } else if env::var("ONESIDED_WRITE_DOCSRS_BINDINGS").is_ok_and(|v| v == "1") {
+        let version =
+            generate().unwrap_or_else(|why| panic!("ONESIDED_WRITE_DOCSRS_BINDINGS=1 but {why}"));
+        write_docsrs(&version);
+        Ok(version)
+    } else {
+        generate()
+    };
+    match outcome {
         Ok(version) => {
             println!("cargo::rustc-cfg=have_pmix");
             println!("cargo::metadata=version={version}");
@@ -98,11 +123,46 @@ fn generate() -> Result<String, String> {
         .filter(|name| text.contains(&format!("pub const {name}:")))
         .map(|name| format!("sys::{name}"))
         .collect();
-    std::fs::write(out.join("bindings.rs"), text).map_err(|e| format!("writing bindings: {e}"))?;
-    std::fs::write(
+    fs::write(out.join("bindings.rs"), text).map_err(|e| format!("writing bindings: {e}"))?;
+    fs::write(
         out.join("failure_codes.rs"),
         format!("[{}]\n", codes.join(", ")),
     )
     .map_err(|e| format!("writing failure_codes.rs: {e}"))?;
     Ok(lib.version)
+}
+
+/// What `docsrs/` holds besides `version`: files the real build writes to `OUT_DIR`.
+const DOCSRS_FILES: [&str; 2] = ["bindings.rs", "failure_codes.rs"];
+
+/// The checked-in files for docs.rs, beside this script.
+fn docsrs_dir() -> PathBuf {
+    PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("docsrs")
+}
+
+/// docs.rs: the checked-in files stand in for bindgen's. A missing file fails the build rather
+/// than publish empty documentation.
+fn pregenerated() -> String {
+    let dir = docsrs_dir();
+    println!("cargo::rerun-if-changed={}", dir.display());
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    for name in DOCSRS_FILES {
+        fs::copy(dir.join(name), out.join(name))
+            .unwrap_or_else(|e| panic!("DOCS_RS is set but docsrs/{name}: {e}"));
+    }
+    let version = fs::read_to_string(dir.join("version"))
+        .unwrap_or_else(|e| panic!("DOCS_RS is set but docsrs/version: {e}"));
+    version.trim().to_string()
+}
+
+/// `ONESIDED_WRITE_DOCSRS_BINDINGS=1`: keeps the fresh files and their version for docs.rs.
+fn write_docsrs(version: &str) {
+    let dir = docsrs_dir();
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    fs::create_dir_all(&dir).expect("creating docsrs/");
+    for name in DOCSRS_FILES {
+        fs::copy(out.join(name), dir.join(name))
+            .unwrap_or_else(|e| panic!("writing docsrs/{name}: {e}"));
+    }
+    fs::write(dir.join("version"), format!("{version}\n")).expect("writing docsrs/version");
 }

@@ -17,7 +17,10 @@
 //! operation carries `FI_DELIVERY_COMPLETE`, and [`Endpoint::complete`] waits for the counter to
 //! reach the number issued.
 //!
-//! Built only when libfabric was found (cfg `have_libfabric`); see `build.rs`.
+//! Built only when libfabric was found (cfg `have_libfabric`); see `build.rs`. On docs.rs, which
+//! has no libfabric, the bindings checked in under `docsrs/` stand in, so this documentation is
+//! the full API (`ONESIDED_WRITE_DOCSRS_BINDINGS=1 cargo build -p onesided-fabric` regenerates
+//! them).
 
 // bindgen gives each `#define` constant the narrowest type of its value, and the values differ
 // between libfabric versions; explicit casts keep one source for all of them.

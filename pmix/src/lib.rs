@@ -15,7 +15,9 @@
 //! Errors are [`PmixError`]s: the call, its status and PMIx's name for the status.
 //!
 //! Built only when libpmix was found (cfg `have_pmix`); see `build.rs`. [`BUILT_WITH`] says
-//! which version, if any.
+//! which version, if any. On docs.rs, which has no libpmix, the files checked in under `docsrs/`
+//! stand in, so this documentation is the full API (`ONESIDED_WRITE_DOCSRS_BINDINGS=1 cargo
+//! build -p onesided-pmix` regenerates them).
 
 #[cfg(have_pmix)]
 mod client;
