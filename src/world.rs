@@ -46,13 +46,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+#[cfg(test)]
+pub(crate) mod inproc;
+mod network;
+
+use network::Network;
+
 /// What every communicator of this process shares: the job, its configuration, the node and
 /// pid of every rank, and what is known of failed ranks.
 pub(crate) struct Job {
     /// The process manager the job was wired up through (none for a world of size 1).
     pm: Option<Arc<dyn WireUp>>,
     /// The collective network (none for a world of size 1).
-    mesh: Option<Mesh>,
+    network: Option<Box<dyn Network>>,
     /// Job id, unique on this machine; names shared-memory segments.
     pub(crate) id: String,
     /// Node name of every world rank.
@@ -88,8 +94,8 @@ impl Drop for Job {
         if let Some(cleanup) = cleanup {
             let _ = cleanup.join();
         }
-        if let Some(mesh) = &self.mesh {
-            mesh.finalize();
+        if let Some(network) = &self.network {
+            network.finalize();
         }
         if let Some(pm) = &self.pm {
             let _ = pm.finalize();
@@ -152,7 +158,7 @@ impl World {
                 let tag = crate::boot::to_hex(&crate::boot::random::<4>()?);
                 let job = Job {
                     pm: None,
-                    mesh: None,
+                    network: None,
                     id: format!("{pid}-{tag}"),
                     nodes: vec![node],
                     pids: vec![pid],
@@ -215,7 +221,7 @@ impl World {
             liveness.on_failure(remove_leftovers_of(&nodes, &pids, &node, cleanup.clone()));
             let job = Job {
                 pm: Some(pm),
-                mesh: Some(mesh),
+                network: Some(Box::new(mesh)),
                 id: job_id,
                 nodes,
                 pids,
@@ -375,8 +381,8 @@ impl Comm {
         in_call(Some(self.rank()), "MPI_Allgather", || {
             let seq = self.next_seq();
             let inner = &self.inner;
-            match &inner.job.mesh {
-                Some(mesh) => mesh.allgather(inner.id, seq, &inner.members, inner.rank, data),
+            match &inner.job.network {
+                Some(network) => network.allgather(inner.id, seq, &inner.members, inner.rank, data),
                 None => Ok(vec![data.to_vec()]),
             }
         })

@@ -15,6 +15,8 @@ mod local;
 mod rma;
 mod setup;
 mod sync;
+#[cfg(test)]
+mod tests;
 
 pub use atomic::{AtomicElem, Op};
 pub use local::SharedRegion;
