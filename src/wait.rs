@@ -10,6 +10,7 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::liveness::Liveness;
 use crate::protocol::layout;
 use crate::transport::Transport;
+use onesided_shm::process::Watch;
 use onesided_shm::{Mem, futex};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,11 +50,6 @@ impl Backoff {
     }
 }
 
-/// Whether the process `pid` is known to be gone (0: on another node, cannot be watched).
-pub(crate) fn pid_gone(pid: u32) -> bool {
-    pid != 0 && !onesided_shm::process::pid_running(pid)
-}
-
 /// Whether the process `pid` is stopped (SIGSTOP, or a debugger's): alive, but making no
 /// progress until someone resumes it.
 pub(crate) fn pid_stopped(pid: u32) -> bool {
@@ -71,6 +67,8 @@ pub(crate) fn pid_stopped(pid: u32) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct Peers {
     pids: Vec<u32>,
+    /// A watch on each other process of this node (`None` for this process and other nodes').
+    watches: Arc<[Option<Watch>]>,
     liveness: Arc<Liveness>,
     /// Whether a watched process was stopped when last looked at, and when that was (in
     /// milliseconds since `since`, plus 1; 0: never).
@@ -79,9 +77,22 @@ pub(crate) struct Peers {
 }
 
 impl Peers {
+    /// Watches the processes `pids` (0: on another node). Make it right after a collective
+    /// call that all of them took part in: then every pid still names the rank's process, and
+    /// the watches stay on those processes even if a pid is reused later.
     pub(crate) fn new(pids: Vec<u32>, liveness: Arc<Liveness>) -> Peers {
+        let me = std::process::id();
+        let watches = pids
+            .iter()
+            .map(|&pid| match pid {
+                0 => None,
+                pid if pid == me => None,
+                pid => Watch::new(pid).ok(),
+            })
+            .collect();
         Peers {
             pids,
+            watches,
             liveness,
             stopped: Arc::default(),
             since: Instant::now(),
@@ -104,7 +115,9 @@ impl Peers {
 
     /// Whether rank `r`'s process is known to be gone from this node.
     pub(crate) fn gone(&self, r: usize) -> bool {
-        self.pids.get(r).is_some_and(|&pid| pid_gone(pid))
+        self.watches
+            .get(r)
+            .is_some_and(|w| w.as_ref().is_some_and(|w| !w.running()))
     }
 
     /// The ranks whose process is gone from this node.
