@@ -10,45 +10,17 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::liveness::Liveness;
 use crate::protocol::layout;
 use crate::transport::Transport;
+use crossbeam_utils::Backoff;
 use onesided_shm::process::Watch;
 use onesided_shm::{Mem, futex};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const SPIN_ROUNDS: u32 = 7;
-const YIELD_ROUNDS: u32 = 64;
 /// Polls of a fabric between two yields of a waiter.
 const YIELD_EVERY: u32 = 16;
 /// How long one sleep lasts at most before the waiter looks again and checks its peers.
 const NAP: Duration = Duration::from_millis(10);
-
-/// Exponential spin, then yields; tells the caller when it is time to sleep.
-#[derive(Debug, Default)]
-pub(crate) struct Backoff {
-    step: u32,
-}
-
-impl Backoff {
-    pub(crate) fn new() -> Backoff {
-        Backoff { step: 0 }
-    }
-
-    /// Wait a little; `true` once spinning and yielding are used up and the caller should sleep.
-    pub(crate) fn snooze(&mut self) -> bool {
-        if self.step < SPIN_ROUNDS {
-            for _ in 0..(1u32 << self.step) {
-                std::hint::spin_loop();
-            }
-        } else if self.step < SPIN_ROUNDS + YIELD_ROUNDS {
-            std::thread::yield_now();
-        } else {
-            return true;
-        }
-        self.step += 1;
-        false
-    }
-}
 
 /// Whether the process `pid` is stopped (SIGSTOP, or a debugger's): alive, but making no
 /// progress until someone resumes it.
@@ -163,7 +135,7 @@ pub(crate) fn until(
     let word = ctrl.atomic_u64(offset).map_err(range)?;
     let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(range)?;
     let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range)?;
-    let mut backoff = Backoff::new();
+    let backoff = Backoff::new();
     let mut checked = Instant::now();
     let mut polls = 0u32;
     loop {
@@ -172,7 +144,8 @@ pub(crate) fn until(
             return Ok(v);
         }
         transport.progress()?;
-        if !backoff.snooze() {
+        if !backoff.is_completed() {
+            backoff.snooze();
             continue;
         }
         if transport.caps().needs_target_progress {
@@ -214,14 +187,16 @@ pub(crate) fn retry<T>(
     watch: &dyn Fn() -> Result<()>,
     mut attempt: impl FnMut() -> Result<Option<T>>,
 ) -> Result<T> {
-    let mut backoff = Backoff::new();
+    let backoff = Backoff::new();
     let mut nap = Duration::from_micros(20);
     let mut checked = Instant::now();
     loop {
         if let Some(v) = attempt()? {
             return Ok(v);
         }
-        if backoff.snooze() {
+        if !backoff.is_completed() {
+            backoff.snooze();
+        } else {
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(1));
             if checked.elapsed() >= NAP {
@@ -235,14 +210,6 @@ pub(crate) fn retry<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_ends_in_sleep() {
-        let mut b = Backoff::new();
-        let n = (0..1000).take_while(|_| !b.snooze()).count();
-        assert_eq!(n as u32, SPIN_ROUNDS + YIELD_ROUNDS);
-        assert!(b.snooze());
-    }
 
     #[test]
     fn dead_pid_is_reported_with_its_rank() {
