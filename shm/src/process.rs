@@ -397,6 +397,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "starting processes is beyond Miri")]
     fn peek_exit_leaves_the_child_to_wait_for() {
         let mut child = Command::new("sh")
             .args(["-c", "exit 3"])
@@ -410,6 +411,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "starting processes is beyond Miri")]
     fn kill_group_reaches_the_grandchildren() {
         let mut child = Command::new("sh")
             .args(["-c", "sleep 30 & echo $!; wait"])
@@ -453,6 +455,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "starting processes is beyond Miri")]
     fn a_watch_is_not_fooled_by_a_zombie_or_a_reused_pid() {
         let mut child = Command::new("sleep").arg("30").spawn().expect("spawn");
         let pid = child.id();

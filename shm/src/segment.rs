@@ -151,6 +151,7 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
+    #[cfg_attr(miri, ignore = "shm_open and mmap of a descriptor are beyond Miri")]
     fn mappings_start_at_the_alignment_asked_for() {
         let name = format!("onesided-test-align-{}", std::process::id());
         for align in [1, 4096, 1 << 16, 1 << 21] {
@@ -176,6 +177,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "shm_open and mmap of a descriptor are beyond Miri")]
     fn errors_name_what_went_wrong() {
         let name = format!("onesided-test-errors-{}", std::process::id());
         let kind = |r: io::Result<Segment>| r.unwrap_err().kind();
