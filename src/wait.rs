@@ -170,6 +170,12 @@ pub(crate) fn until(
                 futex::wait(bell, ring, NAP);
             }
             sleepers.fetch_sub(1, Ordering::SeqCst);
+            // Rung for another word: rings come in bursts (an origin's lock, put and unlock on
+            // this rank's control block), so spin and yield again before sleeping, or every
+            // one of them would pay for waking this rank.
+            if bell.load(Ordering::SeqCst) != ring {
+                backoff.reset();
+            }
         } else {
             std::thread::sleep(Duration::from_micros(50));
         }
