@@ -10,17 +10,21 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::liveness::Liveness;
 use crate::protocol::layout;
 use crate::transport::Transport;
+use crossbeam_utils::Backoff;
+use onesided_shm::process::Watch;
 use onesided_shm::{Mem, futex};
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const SPIN_ROUNDS: u32 = 7;
-const YIELD_ROUNDS: u32 = 64;
 /// Polls of a fabric between two yields of a waiter.
 const YIELD_EVERY: u32 = 16;
 /// How long one sleep lasts at most before the waiter looks again and checks its peers.
 const NAP: Duration = Duration::from_millis(10);
+
+/// Yields of a waiter on a crowded node before it sleeps.
+const CROWDED_YIELDS: u32 = 64;
 
 /// Whether this node runs more ranks than it has CPUs ([`set_crowded`]).
 static CROWDED: AtomicBool = AtomicBool::new(false);
@@ -57,40 +61,48 @@ fn count_cpu_list(list: &str) -> Option<usize> {
     })
 }
 
-/// Exponential spin, then yields; tells the caller when it is time to sleep.
-#[derive(Debug, Default)]
-pub(crate) struct Backoff {
-    step: u32,
+/// What a waiter does before it sleeps: crossbeam's spin-then-yield [`Backoff`] where every
+/// rank has a CPU, only yields on a crowded node.
+struct Pause {
+    backoff: Backoff,
+    /// Yields so far, on a crowded node; `None` elsewhere.
+    yields: Option<Cell<u32>>,
 }
 
-impl Backoff {
-    /// A fresh backoff; on a crowded node it begins with the yields.
-    pub(crate) fn new() -> Backoff {
-        let crowded = CROWDED.load(Ordering::Relaxed);
-        Backoff {
-            step: if crowded { SPIN_ROUNDS } else { 0 },
+impl Pause {
+    fn new() -> Pause {
+        Pause {
+            backoff: Backoff::new(),
+            yields: CROWDED.load(Ordering::Relaxed).then(|| Cell::new(0)),
         }
     }
 
-    /// Wait a little; `true` once spinning and yielding are used up and the caller should sleep.
-    pub(crate) fn snooze(&mut self) -> bool {
-        if self.step < SPIN_ROUNDS {
-            for _ in 0..(1u32 << self.step) {
-                std::hint::spin_loop();
+    /// Whether spinning and yielding are used up and the waiter should sleep.
+    fn is_completed(&self) -> bool {
+        match &self.yields {
+            Some(n) => n.get() >= CROWDED_YIELDS,
+            None => self.backoff.is_completed(),
+        }
+    }
+
+    /// Wait a little.
+    fn snooze(&self) {
+        match &self.yields {
+            Some(n) => {
+                std::thread::yield_now();
+                n.set(n.get() + 1);
             }
-        } else if self.step < SPIN_ROUNDS + YIELD_ROUNDS {
-            std::thread::yield_now();
-        } else {
-            return true;
+            None => self.backoff.snooze(),
         }
-        self.step += 1;
-        false
     }
-}
 
-/// Whether the process `pid` is known to be gone (0: on another node, cannot be watched).
-pub(crate) fn pid_gone(pid: u32) -> bool {
-    pid != 0 && !onesided_shm::process::pid_running(pid)
+    /// Start over, as if the wait had just begun.
+    fn reset(&self) {
+        match &self.yields {
+            Some(n) => n.set(0),
+            None => self.backoff.reset(),
+        }
+    }
 }
 
 /// Whether the process `pid` is stopped (SIGSTOP, or a debugger's): alive, but making no
@@ -110,6 +122,8 @@ pub(crate) fn pid_stopped(pid: u32) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct Peers {
     pids: Vec<u32>,
+    /// A watch on each other process of this node (`None` for this process and other nodes').
+    watches: Arc<[Option<Watch>]>,
     liveness: Arc<Liveness>,
     /// Whether a watched process was stopped when last looked at, and when that was (in
     /// milliseconds since `since`, plus 1; 0: never).
@@ -118,9 +132,22 @@ pub(crate) struct Peers {
 }
 
 impl Peers {
+    /// Watches the processes `pids` (0: on another node). Make it right after a collective
+    /// call that all of them took part in: then every pid still names the rank's process, and
+    /// the watches stay on those processes even if a pid is reused later.
     pub(crate) fn new(pids: Vec<u32>, liveness: Arc<Liveness>) -> Peers {
+        let me = std::process::id();
+        let watches = pids
+            .iter()
+            .map(|&pid| match pid {
+                0 => None,
+                pid if pid == me => None,
+                pid => Watch::new(pid).ok(),
+            })
+            .collect();
         Peers {
             pids,
+            watches,
             liveness,
             stopped: Arc::default(),
             since: Instant::now(),
@@ -143,7 +170,9 @@ impl Peers {
 
     /// Whether rank `r`'s process is known to be gone from this node.
     pub(crate) fn gone(&self, r: usize) -> bool {
-        self.pids.get(r).is_some_and(|&pid| pid_gone(pid))
+        self.watches
+            .get(r)
+            .is_some_and(|w| w.as_ref().is_some_and(|w| !w.running()))
     }
 
     /// The ranks whose process is gone from this node.
@@ -189,7 +218,7 @@ pub(crate) fn until(
     let word = ctrl.atomic_u64(offset).map_err(range)?;
     let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(range)?;
     let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range)?;
-    let mut backoff = Backoff::new();
+    let backoff = Pause::new();
     let mut checked = Instant::now();
     let mut polls = 0u32;
     loop {
@@ -198,7 +227,8 @@ pub(crate) fn until(
             return Ok(v);
         }
         transport.progress()?;
-        if !backoff.snooze() {
+        if !backoff.is_completed() {
+            backoff.snooze();
             continue;
         }
         if transport.caps().needs_target_progress {
@@ -223,6 +253,12 @@ pub(crate) fn until(
                 futex::wait(bell, ring, NAP);
             }
             sleepers.fetch_sub(1, Ordering::SeqCst);
+            // Rung for another word (a later barrier round's slot): its signal may be next, so
+            // spin and yield again before sleeping, or every ring would pay for waking this
+            // rank.
+            if bell.load(Ordering::SeqCst) != ring {
+                backoff.reset();
+            }
         } else {
             std::thread::sleep(Duration::from_micros(50));
         }
@@ -240,7 +276,7 @@ pub(crate) fn retry<T>(
     watch: &dyn Fn() -> Result<()>,
     mut attempt: impl FnMut() -> Result<Option<T>>,
 ) -> Result<T> {
-    let mut backoff = Backoff::new();
+    let backoff = Pause::new();
     let mut nap = Duration::from_micros(20);
     // Read the clock only once sleeping starts: an uncontended lock is one attempt.
     let mut checked = None;
@@ -248,7 +284,9 @@ pub(crate) fn retry<T>(
         if let Some(v) = attempt()? {
             return Ok(v);
         }
-        if backoff.snooze() {
+        if !backoff.is_completed() {
+            backoff.snooze();
+        } else {
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(1));
             let since = *checked.get_or_insert_with(Instant::now);
@@ -272,14 +310,6 @@ mod tests {
         assert_eq!(count_cpu_list("3-1"), None);
         assert_eq!(count_cpu_list(""), None);
         assert!(online_cpus() >= 1);
-    }
-
-    #[test]
-    fn backoff_ends_in_sleep() {
-        let mut b = Backoff::new();
-        let n = (0..1000).take_while(|_| !b.snooze()).count();
-        assert_eq!(n as u32, SPIN_ROUNDS + YIELD_ROUNDS);
-        assert!(b.snooze());
     }
 
     #[test]

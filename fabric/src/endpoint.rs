@@ -7,6 +7,7 @@ use crate::error::{FiError, check};
 use crate::info::MrMode;
 use crate::region::{Access, Region, RegionKey};
 use crate::sys;
+use crossbeam_utils::Backoff;
 use onesided_shm::Mem;
 use std::cell::Cell;
 use std::ptr;
@@ -339,14 +340,14 @@ pub enum Waiting {
     GiveUp,
 }
 
-/// The pace of a wait on the provider: spin a little, then yield the core on every round (or
-/// block in the wait object while the caller says [`Waiting::Idle`]), and every
+/// The pace of a wait on the provider: spin a little, then yield the core on every round (a
+/// [`Backoff`]; or block in the wait object while the caller says [`Waiting::Idle`]), and every
 /// [`CHECK_EVERY`] ask the caller whether and how to go on.
 struct Patience<'a> {
     core: &'a Core,
     keep_waiting: &'a dyn Fn() -> Waiting,
     checked: Instant,
-    spins: u32,
+    backoff: Backoff,
     idle: bool,
 }
 
@@ -356,19 +357,18 @@ impl<'a> Patience<'a> {
             core,
             keep_waiting,
             checked: Instant::now(),
-            spins: 0,
+            backoff: Backoff::new(),
             idle: false,
         }
     }
 
     /// One round of waiting for `op`; an error once `keep_waiting` gives up.
     fn tick(&mut self, op: &str) -> Result<(), FiError> {
-        self.spins += 1;
         if self.idle {
             self.core.touch();
             self.core.wait();
-        } else if self.spins > 64 {
-            std::thread::yield_now();
+        } else {
+            self.backoff.snooze();
         }
         if self.checked.elapsed() >= CHECK_EVERY {
             match (self.keep_waiting)() {

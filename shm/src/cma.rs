@@ -120,3 +120,28 @@ impl RemoteMem {
         self.transfer(dst.as_mut_ptr(), at, dst.len(), libc::process_vm_readv)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{CmaError, RemoteMem};
+    use crate::OutOfRange;
+
+    #[test]
+    fn ranges_are_checked_before_any_system_call() {
+        let me = std::process::id() as i32;
+        assert!(RemoteMem::new(me, 0x1000, 16).is_err());
+        let r = RemoteMem::new(me + 1, 0x1000, 16).unwrap();
+        assert_eq!(r.len(), 16);
+        let refused = OutOfRange {
+            offset: 8,
+            len: 9,
+            limit: 16,
+        };
+        assert!(matches!(r.write(8, &[0; 9]), Err(CmaError::Range(e)) if e == refused));
+        let mut buf = [0; 4];
+        assert!(matches!(
+            r.read(usize::MAX, &mut buf),
+            Err(CmaError::Range(_))
+        ));
+    }
+}

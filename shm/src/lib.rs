@@ -1,6 +1,7 @@
 //! Raw shared-memory and process pieces of onesided. Every `unsafe` block of the project lives
 //! in this crate or in `fabric/`; what it exports is safe to call.
 
+mod aligned;
 pub mod cleanup;
 pub mod cma;
 pub mod futex;

@@ -224,6 +224,7 @@ impl<'a> Mem<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn out_of_range_touches_nothing() {
@@ -243,13 +244,60 @@ mod tests {
     #[test]
     fn heap_atomics_are_aligned() {
         let m = Mem::alloc(64, 64).unwrap();
-        m.atomic_u64(8)
-            .unwrap()
-            .store(5, std::sync::atomic::Ordering::Relaxed);
+        m.atomic_u64(8).unwrap().store(5, Ordering::Relaxed);
         assert!(m.atomic_u64(4).is_err());
         assert!(m.atomic_u64(60).is_err());
         let mut out = [0u8; 8];
         m.read(8, &mut out).unwrap();
         assert_eq!(u64::from_ne_bytes(out), 5);
+    }
+
+    #[test]
+    fn copies_between_and_within_views() {
+        let a = Mem::alloc(32, 8).unwrap();
+        a.write(0, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        a.copy_to(0, &a, 4, 8).unwrap();
+        let mut out = [0u8; 12];
+        a.read(0, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8]);
+        let tail = a.sub(16, 16).unwrap();
+        assert_eq!(tail.addr(), a.addr() + 16);
+        a.copy_to(4, &tail, 8, 8).unwrap();
+        let mut moved = [0u8; 8];
+        a.read(24, &mut moved).unwrap();
+        assert_eq!(moved, [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(a.sub(16, 17).is_err());
+        assert!(a.copy_to(30, &tail, 0, 4).is_err());
+        assert!(a.copy_to(0, &tail, 14, 4).is_err());
+        assert!(tail.atomic_u32(14).is_err());
+    }
+
+    #[test]
+    fn clones_on_other_threads_share_the_bytes() {
+        let m = Mem::alloc(64, 8).unwrap();
+        let workers: Vec<_> = (0..2)
+            .map(|t| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for i in 0..10u64 {
+                        m.atomic_u64(0).unwrap().fetch_add(1, Ordering::Relaxed);
+                        m.write(8 + 8 * t, &i.to_ne_bytes()).unwrap();
+                    }
+                    m.atomic_u32(32 + 4 * t)
+                        .unwrap()
+                        .store(7, Ordering::Release);
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(m.atomic_u64(0).unwrap().load(Ordering::Relaxed), 20);
+        let mut out = [0u8; 16];
+        m.read(8, &mut out).unwrap();
+        assert_eq!(out, [[9, 0, 0, 0, 0, 0, 0, 0]; 2].concat()[..]);
+        for t in 0..2 {
+            assert_eq!(m.atomic_u32(32 + 4 * t).unwrap().load(Ordering::Acquire), 7);
+        }
     }
 }

@@ -2,13 +2,20 @@
 //! processes and process groups, exit statuses read without reaping, parent-death signals for
 //! children, termination-signal capture and ptrace permission.
 //!
-//! Everything exported here is safe to call; the `unsafe` FFI stays inside this module.
+//! Everything exported here is safe to call; the system calls go through `rustix` where it
+//! offers them safely, and the remaining `unsafe` FFI stays inside this module.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags, Signal, WaitId, WaitIdOptions};
+use rustix::thread::CpuSet;
 
 /// `SIGINT`: interrupt from the terminal.
 pub const SIGINT: i32 = libc::SIGINT;
@@ -20,20 +27,34 @@ pub const SIGKILL: i32 = libc::SIGKILL;
 pub const SIGHUP: i32 = libc::SIGHUP;
 
 /// Converts a pid to the kernel type, refusing 0 and values that would address process groups.
-fn to_pid(pid: u32) -> Option<libc::pid_t> {
-    libc::pid_t::try_from(pid).ok().filter(|&p| p > 0)
+fn to_pid(pid: u32) -> Option<Pid> {
+    Pid::from_raw(i32::try_from(pid).ok()?)
+}
+
+/// [`to_pid`], or `InvalidInput`.
+fn checked_pid(pid: u32) -> io::Result<Pid> {
+    to_pid(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+/// The signal numbered `sig`, or `InvalidInput` for a number that names no signal.
+fn signal(sig: i32) -> io::Result<Signal> {
+    Signal::from_named_raw(sig).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
 /// Whether a process with this pid exists (it may be a zombie). `kill(pid, 0)` succeeds, or fails
 /// with `EPERM` (exists but belongs to another user). Pid 0 and out-of-range pids are not alive.
+///
+/// A pid says nothing about which process it names: once a process is gone its pid may be given
+/// to a new one. To watch a given process, hold a [`Watch`] opened while it surely runs.
 #[must_use]
 pub fn pid_alive(pid: u32) -> bool {
     let Some(pid) = to_pid(pid) else {
         return false;
     };
-    // SAFETY: kill with signal 0 only checks for existence and permission; it has no memory effects.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    matches!(
+        rustix::process::test_kill_process(pid),
+        Ok(()) | Err(Errno::PERM)
+    )
 }
 
 /// Whether process `pid` exists and has not exited: [`pid_alive`], and not a zombie (a process
@@ -51,28 +72,86 @@ pub fn pid_running(pid: u32) -> bool {
     !matches!(state, Some('Z' | 'X'))
 }
 
-/// Sends signal `sig` to process `pid`. Pid 0 and out-of-range pids are refused with
-/// `InvalidInput` (they would address process groups).
-pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
-    let pid = to_pid(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: kill has no memory effects; the pid was checked to name a single process.
-    if unsafe { libc::kill(pid, sig) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+/// A process watched for its end. A pid alone cannot tell whether the process it named still
+/// runs: once that one is gone the pid may be given to a new process. A watch holds a pidfd,
+/// which stays tied to the process it was opened for, so make it while that process is known to
+/// run (such as right after it reported its pid); from then on a reused pid cannot fool it.
+///
+/// Where no pidfd can be had (`pidfd_open` missing (`ENOSYS`), refused, or no descriptor left)
+/// the watch falls back to [`pid_running`].
+#[derive(Debug)]
+pub struct Watch {
+    pid: u32,
+    how: Watching,
+}
+
+/// How a [`Watch`] looks at its process.
+#[derive(Debug)]
+enum Watching {
+    /// Through a pidfd, which turns readable when the process exits.
+    Pidfd(OwnedFd),
+    /// The process was gone when the watch was made.
+    Gone,
+    /// By pid, with [`pid_running`].
+    Pid,
+}
+
+impl Watch {
+    /// Starts watching process `pid`. Pid 0 and out-of-range pids are refused with
+    /// `InvalidInput`; a pid that names no process gives a watch that reports it ended.
+    pub fn new(pid: u32) -> io::Result<Watch> {
+        let how = match rustix::process::pidfd_open(checked_pid(pid)?, PidfdFlags::empty()) {
+            Ok(fd) => Watching::Pidfd(fd),
+            Err(Errno::SRCH) => Watching::Gone,
+            Err(_) => Watching::Pid,
+        };
+        Ok(Watch { pid, how })
+    }
+
+    /// The pid of the watched process.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether the watched process has not exited yet (a zombie has exited).
+    #[must_use]
+    pub fn running(&self) -> bool {
+        match &self.how {
+            Watching::Pidfd(fd) => {
+                let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                loop {
+                    match rustix::event::poll(&mut fds, Some(&Timespec::default())) {
+                        Ok(_) => return fds[0].revents().is_empty(),
+                        Err(Errno::INTR) => continue,
+                        Err(_) => return pid_running(self.pid),
+                    }
+                }
+            }
+            Watching::Gone => false,
+            Watching::Pid => pid_running(self.pid),
+        }
     }
 }
 
+/// Sends signal `sig` to process `pid`. Pid 0 and out-of-range pids are refused with
+/// `InvalidInput` (they would address process groups), as are numbers that name no signal (0,
+/// real-time signals).
+pub fn kill(pid: u32, sig: i32) -> io::Result<()> {
+    Ok(rustix::process::kill_process(
+        checked_pid(pid)?,
+        signal(sig)?,
+    )?)
+}
+
 /// Sends signal `sig` to every process of process group `pgid` (`killpg`). Pgid 0 and
-/// out-of-range values are refused with `InvalidInput` (0 would address the caller's group).
+/// out-of-range values are refused with `InvalidInput` (0 would address the caller's group), as
+/// are numbers that name no signal.
 pub fn kill_group(pgid: u32, sig: i32) -> io::Result<()> {
-    let pgid = to_pid(pgid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: killpg has no memory effects; the group id was checked to be positive.
-    if unsafe { libc::killpg(pgid, sig) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    Ok(rustix::process::kill_process_group(
+        checked_pid(pgid)?,
+        signal(sig)?,
+    )?)
 }
 
 /// The exit status of child `pid` if it has ended, without reaping it (`waitid` with
@@ -80,37 +159,22 @@ pub fn kill_group(pgid: u32, sig: i32) -> io::Result<()> {
 /// it is waited for. `Ok(None)` while it runs. Fails for a pid that is not a child of this
 /// process, or was reaped already.
 pub fn peek_exit(pid: u32) -> io::Result<Option<ExitStatus>> {
-    let id = to_pid(pid).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: siginfo_t is a plain C struct for which all-zero bytes are a valid value.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: `info` is a valid siginfo_t we own; waitid writes only into it.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                id as libc::id_t,
-                &raw mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 {
-            break;
+    let id = checked_pid(pid)?;
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    let info = loop {
+        match rustix::process::waitid(WaitId::Pid(id), options) {
+            Err(Errno::INTR) => continue,
+            result => break result?,
         }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-    // SAFETY: after a successful waitid the SIGCHLD fields of `info` are initialized (all zero
-    // when no child had changed state).
-    let (child, status) = unsafe { (info.si_pid(), info.si_status()) };
-    if child == 0 {
+    };
+    let Some(info) = info else {
         return Ok(None);
-    }
-    let raw = match info.si_code {
-        libc::CLD_EXITED => (status & 0xff) << 8,
-        libc::CLD_DUMPED => (status & 0x7f) | 0x80,
-        _ => status & 0x7f,
+    };
+    let raw = match (info.exit_status(), info.terminating_signal()) {
+        (Some(code), _) => (code & 0xff) << 8,
+        (None, Some(sig)) if info.dumped() => (sig & 0x7f) | 0x80,
+        (None, Some(sig)) => sig & 0x7f,
+        (None, None) => return Ok(None),
     };
     Ok(Some(ExitStatus::from_raw(raw)))
 }
@@ -169,32 +233,18 @@ pub fn kill_on_parent_death(cmd: &mut Command) {
 
 /// Pre-exec body of [`kill_on_parent_death`]: async-signal-safe, no allocation.
 fn set_death_signal(parent: u32) -> io::Result<()> {
-    // SAFETY: PR_SET_PDEATHSIG takes a signal number and touches no memory of ours.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: getppid cannot fail and has no memory effects.
-    let ppid = unsafe { libc::getppid() };
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+    let ppid = Pid::as_raw(rustix::process::getppid());
     if u32::try_from(ppid).ok() != Some(parent) {
-        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        return Err(Errno::SRCH.into());
     }
     Ok(())
 }
 
 /// The CPUs this process may run on, ascending.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a writable cpu_set_t of the size passed.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: CPU_ISSET reads the set for an index below its capacity.
-    Ok((0..max)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect())
+    let set = rustix::thread::sched_getaffinity(None)?;
+    Ok((0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
 }
 
 /// Makes the child that `cmd` will start run only on CPU `cpu`.
@@ -208,34 +258,21 @@ pub fn bind_to_cpu(cmd: &mut Command, cpu: usize) {
 
 /// Pre-exec body of [`bind_to_cpu`]: async-signal-safe, no allocation.
 fn set_affinity(cpu: usize) -> io::Result<()> {
-    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    if cpu >= CpuSet::MAX_CPU {
+        return Err(Errno::INVAL.into());
     }
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is below the set's capacity (checked above).
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed.
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    let mut set = CpuSet::new();
+    set.set(cpu);
+    Ok(rustix::thread::sched_setaffinity(None, &set)?)
 }
 
 /// Allows any process of the same user to ptrace this one (Yama `PR_SET_PTRACER_ANY`), which
 /// `process_vm_readv`/`process_vm_writev` from sibling ranks need under Yama scope 1.
 /// Succeeds without effect on kernels without Yama (`EINVAL`).
 pub fn allow_ptrace_from_any() -> io::Result<()> {
-    // SAFETY: PR_SET_PTRACER takes a pid-like value and touches no memory of ours.
-    let rc = unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::EINVAL) {
-        Ok(())
-    } else {
-        Err(err)
+    match rustix::process::set_ptracer(rustix::process::PTracer::Any) {
+        Ok(()) | Err(Errno::INVAL) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -341,7 +378,7 @@ impl Drop for TerminationSignals {
 
 #[cfg(test)]
 mod tests {
-    use super::{SIGKILL, kill_group, peek_exit, pid_running};
+    use super::{SIGKILL, Watch, kill, kill_group, peek_exit, pid_alive, pid_running};
     use std::io::{BufRead, BufReader};
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     use std::process::{Command, ExitStatus, Stdio};
@@ -360,6 +397,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "starting processes is beyond Miri")]
     fn peek_exit_leaves_the_child_to_wait_for() {
         let mut child = Command::new("sh")
             .args(["-c", "exit 3"])
@@ -373,6 +411,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "starting processes is beyond Miri")]
     fn kill_group_reaches_the_grandchildren() {
         let mut child = Command::new("sh")
             .args(["-c", "sleep 30 & echo $!; wait"])
@@ -397,5 +436,52 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(kill_group(0, SIGKILL).is_err());
+    }
+
+    /// A child that got pid `pid`, where this process may steer the kernel's next pid
+    /// (`ns_last_pid`, which needs privileges); `None` where it may not. Other processes that
+    /// start meanwhile can take the pid first, so it tries a few times.
+    fn child_with_pid(pid: u32) -> Option<std::process::Child> {
+        for _ in 0..20 {
+            std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).ok()?;
+            let mut child = Command::new("sleep").arg("30").spawn().expect("spawn");
+            if child.id() == pid {
+                return Some(child);
+            }
+            child.kill().expect("kill");
+            child.wait().expect("wait");
+        }
+        None
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "starting processes is beyond Miri")]
+    fn a_watch_is_not_fooled_by_a_zombie_or_a_reused_pid() {
+        let mut child = Command::new("sleep").arg("30").spawn().expect("spawn");
+        let pid = child.id();
+        let watch = Watch::new(pid).expect("watch");
+        assert_eq!(watch.pid(), pid);
+        assert!(watch.running());
+        kill(pid, SIGKILL).expect("kill");
+        assert_eq!(ended(pid).signal(), Some(SIGKILL));
+        assert!(pid_alive(pid), "the zombie keeps its pid");
+        assert!(!watch.running(), "a zombie runs no more");
+        child.wait().expect("wait");
+        assert!(!watch.running());
+        assert!(!Watch::new(pid).expect("watch").running());
+        match child_with_pid(pid) {
+            Some(mut other) => {
+                assert!(pid_running(pid), "the pid names a new process");
+                assert!(
+                    !watch.running(),
+                    "the watch took the new process for the old"
+                );
+                assert!(Watch::new(pid).expect("watch").running());
+                other.kill().expect("kill");
+                other.wait().expect("wait");
+            }
+            None => eprintln!("pid {pid} could not be given to a new process; reuse not tried"),
+        }
+        assert!(Watch::new(0).is_err());
     }
 }

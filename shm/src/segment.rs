@@ -4,13 +4,20 @@
 //! mode 0600 and `O_EXCL`, so a name can only be created once. A job unlinks a segment as soon as
 //! every rank that needs it has mapped it: the mapping outlives the name.
 //!
-//! A mapping starts on a page; a larger alignment (up to [`MAX_ALIGN`]) is had by reserving
-//! address space for the segment plus the alignment, mapping the segment over the aligned part
-//! of the reservation and returning the rest.
+//! The mapping is a [`memmap2::MmapRaw`], which hands out raw pointers only: no reference to the
+//! shared bytes is ever formed, they are reached through [`crate::Mem`]. A mapping starts on a
+//! page; a larger alignment (up to [`MAX_ALIGN`]) needs the mapping placed at a chosen address,
+//! which no safe mapping API offers: a reservation of address space that the file is mapped
+//! into (`MAP_FIXED`), made in the crate's private `aligned` module.
 
-use std::ffi::CString;
+use std::fs::File;
 use std::io;
 use std::ptr::NonNull;
+
+use memmap2::{MmapOptions, MmapRaw};
+use rustix::shm::{Mode, OFlags};
+
+use crate::aligned::AlignedMap;
 
 /// The largest alignment a mapping may ask for: 1 GiB, the largest huge page of x86-64 and
 /// AArch64.
@@ -19,25 +26,28 @@ pub const MAX_ALIGN: usize = 1 << 30;
 /// A mapped shared-memory segment. Unmapped on drop; the name is not unlinked on drop.
 #[derive(Debug)]
 pub struct Segment {
-    ptr: NonNull<u8>,
+    map: Mapping,
     len: usize,
     name: String,
 }
 
-// SAFETY: the mapping is plain shared memory; all access goes through `Mem`, whose methods use
-// raw-pointer copies and atomics, so sharing the handle between threads is sound.
-unsafe impl Send for Segment {}
-// SAFETY: as above; `Segment` itself exposes no `&mut` to the mapped bytes.
-unsafe impl Sync for Segment {}
+/// Where the segment is mapped: where the kernel chose (page alignment), or placed at a larger
+/// alignment.
+#[derive(Debug)]
+enum Mapping {
+    Paged(MmapRaw),
+    Aligned(AlignedMap),
+}
 
-fn c_name(name: &str) -> io::Result<CString> {
-    if name.contains('/') || name.is_empty() || name.len() > 200 {
+/// The shared-memory object name of segment `name`: `/name`.
+fn shm_name(name: &str) -> io::Result<String> {
+    if name.contains('/') || name.contains('\0') || name.is_empty() || name.len() > 200 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("bad segment name {name:?}"),
         ));
     }
-    CString::new(format!("/{name}")).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    Ok(format!("/{name}"))
 }
 
 impl Segment {
@@ -48,137 +58,65 @@ impl Segment {
             name,
             len,
             align,
-            libc::O_CREAT | libc::O_EXCL | libc::O_RDWR,
+            OFlags::CREATE | OFlags::EXCL | OFlags::RDWR,
         )
     }
 
     /// Map the existing segment `name`, which must be at least `len` bytes long, at an address
     /// that is a multiple of `align` (a power of two up to [`MAX_ALIGN`]).
     pub fn open(name: &str, len: usize, align: usize) -> io::Result<Segment> {
-        Segment::map(name, len, align, libc::O_RDWR)
+        Segment::map(name, len, align, OFlags::RDWR)
     }
 
     /// Remove the name from /dev/shm; existing mappings stay valid.
     pub fn unlink(name: &str) -> io::Result<()> {
-        let c = c_name(name)?;
-        // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
-        let rc = unsafe { libc::shm_unlink(c.as_ptr()) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        Ok(rustix::shm::unlink(shm_name(name)?)?)
     }
 
-    fn map(name: &str, len: usize, align: usize, flags: i32) -> io::Result<Segment> {
+    fn map(name: &str, len: usize, align: usize, flags: OFlags) -> io::Result<Segment> {
         if !align.is_power_of_two() || align > MAX_ALIGN {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("alignment {align} is not a power of two up to {MAX_ALIGN}"),
             ));
         }
-        let c = c_name(name)?;
+        let create = flags.contains(OFlags::CREATE);
+        // The descriptor is close-on-exec; the mapping does not need it once made.
+        let file = File::from(rustix::shm::open(
+            shm_name(name)?,
+            flags,
+            Mode::RUSR | Mode::WUSR,
+        )?);
         // A zero-length mapping is invalid; map one page so that every segment has a base.
         let map_len = len.max(1);
-        // SAFETY: `c` is a valid C string; the returned fd is checked before use.
-        let fd = unsafe { libc::shm_open(c.as_ptr(), flags | libc::O_CLOEXEC, 0o600) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let result = Segment::map_fd(fd, map_len, align, flags & libc::O_CREAT != 0);
-        // SAFETY: `fd` is an open descriptor we own; the mapping does not need it.
-        unsafe { libc::close(fd) };
-        if result.is_err() && flags & libc::O_CREAT != 0 {
+        let result = Segment::map_file(&file, map_len, align, create);
+        if result.is_err() && create {
             let _ = Segment::unlink(name);
         }
-        let ptr = result?;
         Ok(Segment {
-            ptr,
+            map: result?,
             len,
             name: name.to_owned(),
         })
     }
 
-    fn map_fd(fd: i32, len: usize, align: usize, create: bool) -> io::Result<NonNull<u8>> {
+    fn map_file(file: &File, len: usize, align: usize, create: bool) -> io::Result<Mapping> {
         if create {
-            // SAFETY: plain syscall on an fd we own.
-            if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        } else {
-            // SAFETY: `st` is a properly sized out-parameter for fstat.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: `fd` is open and `st` is writable.
-            if unsafe { libc::fstat(fd, &mut st) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if (st.st_size as usize) < len {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "segment shorter than expected",
-                ));
-            }
+            file.set_len(len as u64)?;
+        } else if file.metadata()?.len() < len as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "segment shorter than expected",
+            ));
         }
-        let page = page_size();
-        if align <= page {
-            // SAFETY: a fresh shared mapping of `len` bytes of the segment; the kernel picks the
-            // address, which is page-aligned.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_POPULATE,
-                    fd,
-                    0,
-                )
-            };
-            return mapped(p);
-        }
-        let span = len
-            .checked_next_multiple_of(page)
-            .and_then(|l| l.checked_add(align))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
-        // SAFETY: a fresh private reservation of `span` bytes, inaccessible and backed by nothing;
-        // the kernel picks the address.
-        let reserved = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                span,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        let start = mapped(reserved)?.as_ptr() as usize;
-        let at = start.next_multiple_of(align);
-        let end = at + len.next_multiple_of(page);
-        // SAFETY: `[at, at + len)` lies inside the reservation made above, which nothing else
-        // uses, so MAP_FIXED replaces only address space this function owns.
-        let p = unsafe {
-            libc::mmap(
-                at as *mut libc::c_void,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED | libc::MAP_POPULATE,
-                fd,
-                0,
-            )
-        };
-        let result = mapped(p);
-        let (head, tail) = match result {
-            Err(_) => ((start, start + span), (0, 0)),
-            Ok(_) => ((start, at), (end, start + span)),
-        };
-        for (from, to) in [head, tail] {
-            if to > from {
-                // SAFETY: `[from, to)` is a part of the reservation that holds no mapping of the
-                // segment: all of it when the segment could not be mapped, else the parts
-                // before and after it (both on page boundaries).
-                unsafe { libc::munmap(from as *mut libc::c_void, to - from) };
+        if align <= rustix::param::page_size() {
+            let map = MmapOptions::new().len(len).populate().map_raw(file)?;
+            if map.as_ptr().is_null() {
+                return Err(io::Error::other("mmap returned null"));
             }
+            return Ok(Mapping::Paged(map));
         }
-        result
+        AlignedMap::new(file, len, align).map(Mapping::Aligned)
     }
 
     /// Length in bytes as requested at creation.
@@ -197,31 +135,12 @@ impl Segment {
     }
 
     pub(crate) fn ptr(&self) -> NonNull<u8> {
-        self.ptr
-    }
-}
-
-/// The page size of this machine.
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(p).unwrap_or(4096)
-}
-
-/// The address `mmap` returned, or the error it set.
-fn mapped(p: *mut libc::c_void) -> io::Result<NonNull<u8>> {
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned null"))
-}
-
-impl Drop for Segment {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len.max(1)` is exactly the mapping made in `map` (the rest of an
-        // aligned reservation was returned there); no `Mem` outlives the segment because every
-        // `Mem` over it holds an `Arc<Segment>`.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len.max(1)) };
+        match &self.map {
+            Mapping::Paged(map) => {
+                NonNull::new(map.as_mut_ptr()).expect("checked to be non-null when mapped")
+            }
+            Mapping::Aligned(map) => map.ptr(),
+        }
     }
 }
 
@@ -232,6 +151,7 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
+    #[cfg_attr(miri, ignore = "shm_open and mmap of a descriptor are beyond Miri")]
     fn mappings_start_at_the_alignment_asked_for() {
         let name = format!("onesided-test-align-{}", std::process::id());
         for align in [1, 4096, 1 << 16, 1 << 21] {
@@ -253,6 +173,36 @@ mod tests {
         for bad in [0, 3, MAX_ALIGN * 2] {
             let e = Segment::create(&name, 4096, bad).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "shm_open and mmap of a descriptor are beyond Miri")]
+    fn errors_name_what_went_wrong() {
+        let name = format!("onesided-test-errors-{}", std::process::id());
+        let kind = |r: io::Result<Segment>| r.unwrap_err().kind();
+        assert_eq!(kind(Segment::open(&name, 8, 1)), io::ErrorKind::NotFound);
+        let empty = Segment::create(&name, 0, 1).unwrap();
+        assert!(empty.is_empty());
+        assert_eq!(
+            kind(Segment::create(&name, 8, 1)),
+            io::ErrorKind::AlreadyExists
+        );
+        assert_eq!(
+            kind(Segment::open(&name, 4096, 1)),
+            io::ErrorKind::UnexpectedEof
+        );
+        assert!(Segment::open(&name, 1, 1 << 16).is_ok());
+        Segment::unlink(&name).unwrap();
+        assert_eq!(
+            Segment::unlink(&name).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        for bad in ["", "a/b", "a\0b"] {
+            assert_eq!(
+                kind(Segment::create(bad, 8, 1)),
+                io::ErrorKind::InvalidInput
+            );
         }
     }
 }
