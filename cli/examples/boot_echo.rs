@@ -3,7 +3,8 @@
 //! Modes (first argument): none prints lines on stdout and stderr; `segment` creates a fake
 //! shared-memory segment of the job; `sleep` prints its pid and sleeps; `orphan STATUS` starts a
 //! `sleep 60` child that it leaves behind, prints `child PID`, waits in an allgather until every
-//! rank has done so, and exits with status STATUS on rank 1 and 0 elsewhere. Run directly
+//! rank has done so, and exits with status STATUS on rank 1 and 0 elsewhere; `affinity` prints
+//! `rank R cpus LIST` with the CPUs it may run on (the kernel's `Cpus_allowed_list`). Run directly
 //! (without the launcher) it prints `no job env`.
 
 use std::process::{Command, ExitCode, Stdio};
@@ -37,6 +38,17 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
             println!("job {}", env.job);
+        }
+        Some("affinity") => {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            let Some(cpus) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            else {
+                eprintln!("boot_echo: no Cpus_allowed_list in /proc/self/status");
+                return ExitCode::FAILURE;
+            };
+            println!("rank {rank} cpus {}", cpus.trim());
         }
         Some("sleep") => {
             println!("pid {}", std::process::id());

@@ -37,8 +37,12 @@ use onesided_shm::process::{self, SIGKILL, TerminationSignals};
 use onesided::boot::{self, Hub, Secret};
 use onesided::{Error, ErrorClass, Result};
 
+mod place;
+#[cfg(feature = "hwloc")]
+mod topology;
 mod watch;
 
+use place::Placement;
 use watch::Rank;
 
 /// Environment variable holding the start-up timeout in seconds ([`StartTimeout`]), read when
@@ -103,9 +107,11 @@ pub struct RunArgs {
     /// Pretend the ranks run on K nodes: rank r gets ONESIDED_NODE=sim<r*K/N>.
     #[arg(long, value_name = "K")]
     pub simulate_nodes: Option<usize>,
-    /// Bind each rank to a CPU: `core` binds rank r to the r-th CPU this launcher may use,
-    /// `none` leaves placement to the scheduler, `auto` (the default) binds when there are at
-    /// least as many CPUs as ranks, as mpirun does for small jobs.
+    /// Bind each rank to CPUs: `core` binds rank r to the r-th CPU this launcher may use (built
+    /// with the `hwloc` feature: the r-th core, all its hardware threads), `numa` to the CPUs of
+    /// the r-th NUMA node (needs the `hwloc` feature), round robin when there are more ranks;
+    /// `none` leaves placement to the scheduler, `auto` (the default) binds rank r to the r-th
+    /// CPU when there are at least as many CPUs as ranks, as mpirun does for small jobs.
     #[arg(long, value_enum, default_value_t = Bind::Auto)]
     pub bind_to: Bind,
     /// The address the bootstrap hub listens on and the ranks connect to [default: 127.0.0.1].
@@ -140,8 +146,12 @@ pub struct RunArgs {
 pub enum Bind {
     /// Bind when there are at least as many CPUs as ranks.
     Auto,
-    /// Bind rank r to the r-th allowed CPU (round robin when there are more ranks).
+    /// Bind rank r to the r-th allowed CPU (round robin when there are more ranks); with the
+    /// `hwloc` feature, to the allowed hardware threads of the r-th core that has some.
     Core,
+    /// Bind rank r to the allowed CPUs of the r-th NUMA node that has some (round robin); needs
+    /// the `hwloc` feature.
+    Numa,
     /// No binding.
     None,
 }
@@ -325,15 +335,12 @@ fn supervise(
     signals: &TerminationSignals,
     start: StartTimeout,
 ) -> Result<i32> {
+    let placement = Placement::of(job)?;
     let mut ranks = Vec::with_capacity(job.n);
     let mut pumps = Vec::new();
-    let cpus = placement(job);
     for r in 0..job.n {
         let mut cmd = rank_command(job, hosts.wrap_of(job, r), r, hub, secret, job_id);
-        if let Some(cpu) = cpus.get(r % cpus.len().max(1)) {
-            process::bind_to_cpu(&mut cmd, *cpu);
-        }
-        match cmd.spawn() {
+        match placement.bind(&mut cmd, r).and_then(|()| cmd.spawn()) {
             Ok(mut child) => {
                 pumps.extend(forward_streams(job.tag_output.then_some(r), &mut child));
                 ranks.push(Rank::new(child));
@@ -360,16 +367,6 @@ fn supervise(
     }
     join_all(pumps);
     Ok(code)
-}
-
-/// The CPUs ranks are bound to in turn; empty for no binding.
-fn placement(job: &Job) -> Vec<usize> {
-    let cpus = process::allowed_cpus().unwrap_or_default();
-    match job.bind {
-        Bind::Core => cpus,
-        Bind::Auto if cpus.len() >= job.n => cpus,
-        Bind::Auto | Bind::None => Vec::new(),
-    }
 }
 
 /// The words rank `r` is started with, before the program's arguments, for error messages.

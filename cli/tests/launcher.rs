@@ -636,3 +636,141 @@ fn diagnostics_are_silent_by_default_and_follow_onesided_log() {
     let said = "MPI_ERR_ARG: MPI_Init: ONESIDED_LOG=\"onesided=[\" is not a tracing filter";
     assert!(bad.stderr.contains(said), "{}", bad.stderr);
 }
+
+/// A kernel CPU list such as `0-3,8,10-11`, expanded.
+fn cpu_list(list: &str) -> Vec<usize> {
+    let number = |s: &str| s.trim().parse::<usize>().expect("a CPU number");
+    list.split(',')
+        .filter(|part| !part.trim().is_empty())
+        .flat_map(|part| match part.split_once('-') {
+            Some((first, last)) => (number(first)..=number(last)).collect(),
+            None => vec![number(part)],
+        })
+        .collect()
+}
+
+/// The CPUs this test, and so the launcher it starts, may run on.
+fn allowed_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list");
+    cpu_list(list)
+}
+
+/// The CPUs each of 2 ranks started with `onesided run -n 2 --bind-to MODE` may run on, the
+/// launcher's environment extended with `env`.
+fn affinities(mode: &str, env: &[(&str, &str)]) -> Vec<Vec<usize>> {
+    let mut cmd = launcher(&["-n", "2", "--bind-to", mode], "boot_echo", &["affinity"]);
+    cmd.envs(env.iter().copied());
+    let out = finish(cmd, Duration::from_secs(20));
+    assert!(out.status.success(), "{}", out.stderr);
+    (0..2)
+        .map(|r| {
+            let prefix = format!("rank {r} cpus ");
+            let list = out
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
+                .unwrap_or_else(|| panic!("no affinity of rank {r}: {}", out.stdout));
+            cpu_list(list)
+        })
+        .collect()
+}
+
+#[test]
+fn bind_to_none_leaves_the_launchers_cpus() {
+    let allowed = allowed_cpus();
+    assert_eq!(affinities("none", &[]), vec![allowed.clone(), allowed]);
+}
+
+#[cfg(not(feature = "hwloc"))]
+#[test]
+fn bind_to_core_pins_rank_r_to_the_r_th_allowed_cpu() {
+    let allowed = allowed_cpus();
+    let want: Vec<Vec<usize>> = (0..2).map(|r| vec![allowed[r % allowed.len()]]).collect();
+    assert_eq!(affinities("core", &[]), want);
+}
+
+#[cfg(not(feature = "hwloc"))]
+#[test]
+fn bind_to_numa_is_refused_without_the_hwloc_feature() {
+    let out = run_job(
+        &["-n", "2", "--bind-to", "numa"],
+        "boot_echo",
+        &["affinity"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--bind-to numa needs the `hwloc` feature"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stdout.contains("cpus"), "a rank ran: {}", out.stdout);
+}
+
+/// The allowed CPUs of each object of type `ty` hwloc reports that has some, in logical order.
+#[cfg(feature = "hwloc")]
+fn hwloc_sets(ty: hwlocality::object::types::ObjectType) -> Vec<Vec<usize>> {
+    let allowed = allowed_cpus();
+    let topology = hwlocality::Topology::new().expect("hwloc topology");
+    topology
+        .objects_with_type(ty)
+        .filter_map(|object| object.cpuset())
+        .map(|set| {
+            set.iter_set()
+                .map(usize::from)
+                .filter(|cpu| allowed.contains(cpu))
+                .collect::<Vec<usize>>()
+        })
+        .filter(|set| !set.is_empty())
+        .collect()
+}
+
+#[cfg(feature = "hwloc")]
+#[test]
+fn bind_to_core_gives_rank_r_the_r_th_whole_core() {
+    let cores = hwloc_sets(hwlocality::object::types::ObjectType::Core);
+    let got = affinities("core", &[]);
+    for (r, cpus) in got.iter().enumerate() {
+        assert_eq!(cpus, &cores[r % cores.len()], "rank {r} of {got:?}");
+    }
+    if cores.len() >= 2 {
+        assert!(
+            got[0].iter().all(|cpu| !got[1].contains(cpu)),
+            "two ranks share a core: {got:?}"
+        );
+    }
+}
+
+#[cfg(feature = "hwloc")]
+#[test]
+fn bind_to_numa_gives_rank_r_the_cpus_of_the_r_th_node() {
+    let nodes = hwloc_sets(hwlocality::object::types::ObjectType::NUMANode);
+    let got = affinities("numa", &[]);
+    for (r, cpus) in got.iter().enumerate() {
+        assert_eq!(cpus, &nodes[r % nodes.len()], "rank {r} of {got:?}");
+    }
+}
+
+/// hwloc's synthetic topologies (`HWLOC_SYNTHETIC`, read by the launcher's hwloc) number their
+/// CPUs from 0: a core of two hardware threads, and two NUMA nodes of one CPU each, over CPUs 0
+/// and 1 of this machine. The ranks are really bound; only the shape is made up.
+#[cfg(feature = "hwloc")]
+#[test]
+fn bind_to_core_and_numa_follow_synthetic_topologies() {
+    if !allowed_cpus().starts_with(&[0, 1]) {
+        println!("bind: CPUs 0 and 1 are not both allowed here; synthetic topologies not tried");
+        return;
+    }
+    let smt = [("HWLOC_SYNTHETIC", "core:1 pu:2")];
+    assert_eq!(
+        affinities("core", &smt),
+        vec![vec![0, 1], vec![0, 1]],
+        "a whole core, both its threads"
+    );
+    let two_nodes = [("HWLOC_SYNTHETIC", "pack:2 numa:1 core:1 pu:1")];
+    assert_eq!(affinities("numa", &two_nodes), vec![vec![0], vec![1]]);
+}

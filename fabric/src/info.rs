@@ -200,6 +200,30 @@ impl Provider {
         })
     }
 
+    /// Every configuration `fi_getinfo` offers for `req`, in its order of preference: one per
+    /// domain (NIC, interface) of each provider.
+    pub fn find_all(req: &Request) -> Result<Vec<Provider>, FiError> {
+        let list = getinfo(req, true)?;
+        let mut out = Vec::new();
+        let mut at = list.0;
+        while !at.is_null() {
+            // SAFETY: `at` walks the list owned by `list`; fi_dupinfo copies only that element.
+            let one = unsafe { sys::fi_dupinfo(at) };
+            if one.is_null() {
+                return Err(FiError::new("fi_dupinfo", -(libc::ENOMEM as i64)));
+            }
+            out.push(Provider {
+                info: InfoList(one),
+            });
+            // SAFETY: `at` is a valid element of the list; `next` is the following one or NULL.
+            at = unsafe { (*at).next };
+        }
+        if out.is_empty() {
+            return Err(FiError::new("fi_getinfo", -(sys::FI_ENODATA as i64)));
+        }
+        Ok(out)
+    }
+
     pub(crate) fn raw(&self) -> *mut sys::fi_info {
         self.info.0
     }
@@ -251,12 +275,47 @@ impl Provider {
         unsafe { (*self.get().ep_attr).max_msg_size }
     }
 
+    /// The PCI address of the NIC behind the domain, where the provider reports one.
+    pub fn pci_address(&self) -> Option<PciAddress> {
+        let nic = self.get().nic;
+        if nic.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null nic of an fi_info from fi_getinfo is valid, and so is its bus_attr
+        // when non-null.
+        let bus = unsafe { (*nic).bus_attr.as_ref() }?;
+        if bus.bus_type != sys::fi_bus_type_FI_BUS_PCI {
+            return None;
+        }
+        // SAFETY: the bus type says the union holds the PCI attributes.
+        let pci = unsafe { bus.attr.pci };
+        Some(PciAddress {
+            domain: pci.domain_id,
+            bus: pci.bus_id,
+            device: pci.device_id,
+            function: pci.function_id,
+        })
+    }
+
     /// Whether operations complete only once delivered at the target.
     pub fn delivery_complete(&self) -> bool {
         // SAFETY: as in `inject_size`.
         let flags = unsafe { (*self.get().tx_attr).op_flags };
         flags & sys::FI_DELIVERY_COMPLETE as u64 != 0
     }
+}
+
+/// Where a NIC sits on the PCI bus: `domain:bus:device.function`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PciAddress {
+    /// PCI domain (segment).
+    pub domain: u16,
+    /// Bus number.
+    pub bus: u8,
+    /// Device number on the bus.
+    pub device: u8,
+    /// Function of the device.
+    pub function: u8,
 }
 
 /// One line of `onesided info`: a provider and what it offers onesided.

@@ -5,7 +5,8 @@
 //! order (endpoint before its counter, completion queue and address vector; memory regions
 //! before their domain; domain before fabric):
 //!
-//! - [`Provider`]: one `fi_info` chosen by `fi_getinfo` for RDM endpoints with RMA and atomics;
+//! - [`Provider`]: one `fi_info` chosen by `fi_getinfo` for RDM endpoints with RMA and atomics
+//!   (or each one offered, with the [`PciAddress`] of its NIC where the provider reports it);
 //!   [`list`] describes every provider for `onesided info`.
 //! - [`Domain`]: fabric and domain of a provider; memory registration and atomic queries.
 //! - [`Region`]: registered memory, with the remote key and base address its peers use.
@@ -51,7 +52,7 @@ pub use endpoint::{Endpoint, Peer, Waiting};
 #[cfg(have_libfabric)]
 pub use error::FiError;
 #[cfg(have_libfabric)]
-pub use info::{MrMode, Provider, ProviderSummary, Request, list, version};
+pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, version};
 #[cfg(have_libfabric)]
 pub use region::{Access, Region, RegionKey};
 

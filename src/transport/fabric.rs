@@ -34,7 +34,9 @@ fn fi_err(e: fi::FiError) -> Error {
     Error::new(class, format!("fabric: {e}")).caused_by(e)
 }
 
-/// The domain of this process for `config`, opened once and shared by its windows.
+/// The domain of this process for `config`, opened once and shared by its windows: libfabric's
+/// first, or with the `hwloc` feature the one nearest to the CPUs this rank is bound to
+/// (`nic.rs`).
 pub(crate) fn domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
     static OPEN: Mutex<Option<(FabricConfig, Arc<fi::Domain>)>> = Mutex::new(None);
     let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
@@ -49,7 +51,11 @@ pub(crate) fn domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
         },
         delivery_complete: true,
     };
-    let provider = fi::Provider::find(&req).map_err(|e| {
+    #[cfg(feature = "hwloc")]
+    let found = super::nic::find_provider(&req);
+    #[cfg(not(feature = "hwloc"))]
+    let found = fi::Provider::find(&req);
+    let provider = found.map_err(|e| {
         Error::new(
             ErrorClass::Other,
             format!(

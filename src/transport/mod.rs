@@ -23,6 +23,8 @@
 #[cfg(have_libfabric)]
 pub mod fabric;
 pub(crate) mod net;
+#[cfg(all(have_libfabric, feature = "hwloc"))]
+mod nic;
 #[cfg(feature = "launcher")]
 pub mod report;
 pub mod shm;
