@@ -36,7 +36,7 @@ pub(super) const BANDWIDTH: Column = Column {
 
 /// Messages per second (put_bw's second column, OSU's `osu_mbw_mr` message rate).
 pub(super) const MESSAGE_RATE: Column = Column {
-    head: "Message rate (msg/s)",
+    head: "Messages/s",
     unit: "msg/s",
 };
 
