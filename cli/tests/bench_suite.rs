@@ -345,6 +345,22 @@ fn bench_sizes_stay_within_bounds_that_are_not_powers_of_two() {
 }
 
 #[test]
+fn bench_put_bw_reports_the_message_rate() {
+    let out = bench(&[
+        "put_bw", "-m", "8:8", "-i", "20", "-x", "2", "-W", "4", "--format", "json",
+    ]);
+    let doc: Value = serde_json::from_str(&out).expect("one JSON document");
+    let recs = records(&doc, "put_bw");
+    let units: Vec<&str> = recs.iter().map(|r| r["unit"].as_str().unwrap()).collect();
+    assert_eq!(units, ["MB/s", "msg/s"], "{out}");
+    assert_eq!(sizes_of(&recs), [8, 8]);
+    recs.iter().for_each(|r| check_values(r));
+    let out = bench(&["put_bw", "-m", "8:8", "-i", "20", "-x", "2", "-W", "4"]);
+    let size = out.lines().find(|l| l.starts_with("# Size"));
+    assert!(size.is_some_and(|l| l.ends_with(" Messages/s")), "{out}");
+}
+
+#[test]
 fn bench_n_rank_tests_run_on_4_ranks_and_counts_are_exact() {
     // Started directly: a job of 4 ranks (the default of -n).
     for test in [

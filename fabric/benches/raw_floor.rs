@@ -1,7 +1,8 @@
 //! The raw floor: the latency of the operations onesided's window layer issues, measured straight
-//! on `onesided-fabric`, so window-level numbers can be compared with the floor of the same run.
+//! on `onesided-fabric` with criterion, so window-level numbers can be compared with the floor of
+//! the same run, and the floor with `shared/floor/rmaprobe.c` (the same operations in plain C).
 //!
-//! Two processes: the origin (what `cargo bench` starts) re-executes itself as a target child
+//! Two processes: the criterion process is the origin and re-executes itself as a target child
 //! per provider. The target registers 1 MiB and makes progress by busy polling, calling
 //! `Endpoint::progress` in a loop until the origin sends `quit` on its stdin: the fastest a target
 //! side can be (the progress thread every `Endpoint` starts is there too, as under the window
@@ -9,16 +10,18 @@
 //! the region key as hex lines over the child's stdin and stdout; the child is killed if the
 //! origin fails.
 //!
-//! The origin times, OSU style (`RAW_FLOOR_WARMUP` untimed iterations, then `RAW_FLOOR_ITERS`
-//! timed ones), the mean latency in microseconds of
-//! - `put_flush`: a 1-byte and an 8-byte `write`, each followed by `complete` (the flush);
-//! - `get`: an 8-byte `read`;
-//! - `cas`: `compare_swap` on a u64;
-//! - `fadd`: `fetch_atomic` with `AtomicOp::Sum` on a u64,
+//! For each provider of `RAW_FLOOR_PROVIDERS` (comma-separated, default "tcp,shm") the group
+//! `raw_floor/P` times, per operation,
+//! - `put`: an 8-byte `write` followed by `complete` (delivered at the target: rmaprobe's
+//!   `put 8B FI_DELIVERY_COMPLETE`);
+//! - `get`: an 8-byte `read` (`get 8B (fi_read)`);
+//! - `cas`: `compare_swap` on a u64 (`CAS u64 (fi_compare_atomic)`);
+//! - `fadd`: `fetch_atomic` with `AtomicOp::Sum` on a u64 (`fetch-add u64 (fi_fetch_atomic)`).
 //!
-//! for each provider of `RAW_FLOOR_PROVIDERS` (comma-separated, default "tcp,shm"), printing one
-//! `raw_floor provider=P op=OP size=N us=X` line each after a header line. Every result is
-//! checked, so a floor is never measured on operations that did not land.
+//! Criterion reports the mean; after each operation one `raw_floor provider=P op=OP size=8
+//! median_us=X` line gives the median of the single operations' times, the statistic rmaprobe
+//! prints. Every result is checked, so a floor is never measured on operations that did not
+//! land; a failure panics, which ends the benchmark (and kills the target).
 
 #[cfg(not(have_libfabric))]
 fn main() {
@@ -27,29 +30,39 @@ fn main() {
 
 #[cfg(have_libfabric)]
 fn main() {
-    if let Err(e) = floor::run() {
+    if std::env::var_os(floor::TARGET_ENV).is_some() {
+        if let Err(e) = floor::serve() {
+            eprintln!("raw_floor: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let mut c = criterion::Criterion::default().configure_from_args();
+    if let Err(e) = floor::origin(&mut c) {
         eprintln!("raw_floor: {e}");
         std::process::exit(1);
     }
+    c.final_summary();
 }
 
 #[cfg(have_libfabric)]
 mod floor {
+    use criterion::Criterion;
     use onesided_fabric::{
         AtomicOp, Datatype, Domain, Endpoint, MrMode, Peer, Provider, RegionKey, Request, Waiting,
     };
     use onesided_shm::Mem;
     use onesided_shm::process::kill_on_parent_death;
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::fmt::Display;
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     /// Set in the child's environment to the provider it serves as target.
-    const TARGET_ENV: &str = "RAW_FLOOR_TARGET";
+    pub const TARGET_ENV: &str = "RAW_FLOOR_TARGET";
     /// Bytes the target registers.
     const WINDOW: usize = 1 << 20;
     /// Offsets in the target's region of the put/get word, the CAS word and the fetch-add word,
@@ -71,27 +84,10 @@ mod floor {
         }
     }
 
-    pub fn run() -> Result<()> {
-        if let Some(bad) = std::env::args().skip(1).find(|a| a != "--bench") {
-            return Err(format!(
-                "unexpected argument {bad:?} (set RAW_FLOOR_PROVIDERS, RAW_FLOOR_ITERS or \
-                 RAW_FLOOR_WARMUP instead)"
-            ));
-        }
-        match std::env::var(TARGET_ENV) {
-            Ok(provider) => target(&provider).ctx(&format!("{provider} target")),
-            Err(_) => origin(),
-        }
-    }
-
-    fn env_count(name: &str, default: u64) -> Result<u64> {
-        match std::env::var(name) {
-            Ok(v) => v
-                .trim()
-                .parse()
-                .map_err(|_| format!("{name}={v:?} is not a count")),
-            Err(_) => Ok(default),
-        }
+    /// The target child: serve the provider named in its environment.
+    pub fn serve() -> Result<()> {
+        let provider = std::env::var(TARGET_ENV).ctx("reading the provider")?;
+        target(&provider).ctx(&format!("{provider} target"))
     }
 
     fn endpoint(provider: &str) -> Result<Endpoint> {
@@ -252,56 +248,38 @@ mod floor {
         }
     }
 
-    /// The origin: measure every provider of `RAW_FLOOR_PROVIDERS` against its own target.
-    fn origin() -> Result<()> {
+    /// The origin: benchmark every provider of `RAW_FLOOR_PROVIDERS` against its own target.
+    pub fn origin(c: &mut Criterion) -> Result<()> {
         let providers =
             std::env::var("RAW_FLOOR_PROVIDERS").unwrap_or_else(|_| "tcp,shm".to_string());
-        let iters = env_count("RAW_FLOOR_ITERS", 10_000)?;
-        let warmup = env_count("RAW_FLOOR_WARMUP", 1_000)?;
-        if iters == 0 {
-            return Err("RAW_FLOOR_ITERS must be at least 1".into());
-        }
         println!(
-            "raw_floor libfabric={} iters={iters} warmup={warmup} target=busy-poll unit=us",
+            "raw_floor libfabric={} target=busy-poll size=8",
             onesided_fabric::version()
         );
-        let timing = Timing { iters, warmup };
         for provider in providers
             .split(',')
             .map(str::trim)
             .filter(|p| !p.is_empty())
         {
-            measure(provider, &timing).ctx(provider)?;
+            measure(c, provider).ctx(provider)?;
         }
         Ok(())
     }
 
-    struct Timing {
-        iters: u64,
-        warmup: u64,
-    }
-
-    impl Timing {
-        /// Mean microseconds of `op(i)` over the timed iterations, after the warmup ones.
-        fn mean_us(&self, mut op: impl FnMut(u64) -> Result<()>) -> Result<f64> {
-            let mut start = Instant::now();
-            for i in 0..self.warmup + self.iters {
-                if i == self.warmup {
-                    start = Instant::now();
-                }
-                op(i)?;
-            }
-            Ok(start.elapsed().as_secs_f64() * 1e6 / self.iters as f64)
-        }
-    }
-
-    /// The origin's side of one provider: endpoint, peer and the target region's address.
+    /// The origin's side of one provider: endpoint, peer and the target region's address, with
+    /// the running values the operations check.
     struct Link<'t> {
         ep: Endpoint,
         peer: Peer,
         base: u64,
         key: u64,
         target: &'t Target,
+        /// The value of the last put (what a get must read).
+        put: Cell<u64>,
+        /// The value the CAS word holds.
+        cas: Cell<u64>,
+        /// The value the fetch-add word holds.
+        fadd: Cell<u64>,
     }
 
     impl Link<'_> {
@@ -315,15 +293,24 @@ mod floor {
             }
         }
 
-        fn put_flush(&self, src: &[u8]) -> Result<()> {
+        fn put(&self) -> Result<()> {
+            let v = self.put.get() + 1;
             let live = self.keep_waiting();
             self.ep
-                .write(src, self.peer, self.base + PUT, self.key, &live)
+                .write(
+                    &v.to_le_bytes(),
+                    self.peer,
+                    self.base + PUT,
+                    self.key,
+                    &live,
+                )
                 .ctx("write")?;
-            self.ep.complete(&live).ctx("complete")
+            self.ep.complete(&live).ctx("complete")?;
+            self.put.set(v);
+            Ok(())
         }
 
-        fn get(&self, expect: u64) -> Result<()> {
+        fn get(&self) -> Result<()> {
             let mut got = [0u8; 8];
             self.ep
                 .read(
@@ -334,10 +321,11 @@ mod floor {
                     &self.keep_waiting(),
                 )
                 .ctx("read")?;
-            check("read", u64::from_le_bytes(got), expect)
+            check("read", u64::from_le_bytes(got), self.put.get())
         }
 
-        fn cas(&self, i: u64) -> Result<()> {
+        fn cas(&self) -> Result<()> {
+            let i = self.cas.get();
             let mut old = [0u8; 8];
             self.ep
                 .compare_swap(
@@ -351,10 +339,13 @@ mod floor {
                     &self.keep_waiting(),
                 )
                 .ctx("compare_swap")?;
-            check("compare_swap", u64::from_le_bytes(old), i)
+            check("compare_swap", u64::from_le_bytes(old), i)?;
+            self.cas.set(i + 1);
+            Ok(())
         }
 
-        fn fadd(&self, i: u64) -> Result<()> {
+        fn fadd(&self) -> Result<()> {
+            let i = self.fadd.get();
             let mut old = [0u8; 8];
             self.ep
                 .fetch_atomic(
@@ -368,7 +359,9 @@ mod floor {
                     &self.keep_waiting(),
                 )
                 .ctx("fetch_atomic")?;
-            check("fetch_atomic", u64::from_le_bytes(old), i)
+            check("fetch_atomic", u64::from_le_bytes(old), i)?;
+            self.fadd.set(i + 1);
+            Ok(())
         }
     }
 
@@ -380,7 +373,39 @@ mod floor {
         }
     }
 
-    fn measure(provider: &str, timing: &Timing) -> Result<()> {
+    /// Times of single operations, for the median line.
+    #[derive(Default)]
+    struct Samples(RefCell<Vec<Duration>>);
+
+    impl Samples {
+        /// Run `op` `iters` times, timing each; their total, for criterion. A failed operation
+        /// panics: criterion has no way to stop a measurement with an error.
+        fn time(&self, iters: u64, what: &str, op: impl Fn() -> Result<()>) -> Duration {
+            let mut times = self.0.borrow_mut();
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let start = Instant::now();
+                if let Err(e) = op() {
+                    panic!("raw_floor {what}: {e}");
+                }
+                let t = start.elapsed();
+                times.push(t);
+                total += t;
+            }
+            total
+        }
+
+        /// The median in microseconds of the times taken so far, which are then forgotten.
+        fn median_us(&self) -> f64 {
+            let mut times = self.0.take();
+            times.sort_unstable();
+            times
+                .get(times.len() / 2)
+                .map_or(f64::NAN, |t| t.as_secs_f64() * 1e6)
+        }
+    }
+
+    fn measure(c: &mut Criterion, provider: &str) -> Result<()> {
         let mut target = Target::spawn(provider)?;
         let hello = target.line()?;
         let f = fields(&hello, "target", 4)?;
@@ -402,18 +427,27 @@ mod floor {
                 base: remote.base,
                 key,
                 target: &target,
+                put: Cell::new(0),
+                cas: Cell::new(0),
+                fadd: Cell::new(0),
             };
-            let report = |op: &str, size: usize, us: f64| {
-                println!("raw_floor provider={provider} op={op} size={size} us={us:.2}");
-            };
-            for size in [1, 8] {
-                let us = timing.mean_us(|i| link.put_flush(&i.to_le_bytes()[..size]))?;
-                report("put_flush", size, us);
+            let ops: [(&str, &dyn Fn() -> Result<()>); 4] = [
+                ("put", &|| link.put()),
+                ("get", &|| link.get()),
+                ("cas", &|| link.cas()),
+                ("fadd", &|| link.fadd()),
+            ];
+            let samples = Samples::default();
+            let mut group = c.benchmark_group(format!("raw_floor/{provider}"));
+            for (op, run) in ops {
+                let what = format!("{provider} {op}");
+                group.bench_function(op, |b| b.iter_custom(|n| samples.time(n, &what, run)));
+                println!(
+                    "raw_floor provider={provider} op={op} size=8 median_us={:.2}",
+                    samples.median_us()
+                );
             }
-            let last = timing.warmup + timing.iters - 1;
-            report("get", 8, timing.mean_us(|_| link.get(last))?);
-            report("cas", 8, timing.mean_us(|i| link.cas(i))?);
-            report("fadd", 8, timing.mean_us(|i| link.fadd(i))?);
+            group.finish();
         }
         target.finish()
     }

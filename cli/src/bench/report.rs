@@ -34,6 +34,12 @@ pub(super) const BANDWIDTH: Column = Column {
     unit: "MB/s",
 };
 
+/// Messages per second (put_bw's second column, OSU's `osu_mbw_mr` message rate).
+pub(super) const MESSAGE_RATE: Column = Column {
+    head: "Messages/s",
+    unit: "msg/s",
+};
+
 /// What one test prints before its rows, and the fields its records share.
 #[derive(Debug, Clone)]
 pub(super) struct Table {

@@ -9,7 +9,7 @@
 //! library's target does).
 
 use super::options::{Kind, Pass, Plan};
-use super::report::{BANDWIDTH, Column, LATENCY, Report, Table};
+use super::report::{BANDWIDTH, Column, LATENCY, MESSAGE_RATE, Report, Table};
 use super::{Creation, SyncMode, Test, mbps, micros, timed};
 use onesided::{Assert, Error, ErrorClass, Info, LockType, Result, Window, World};
 use std::time::Duration;
@@ -60,7 +60,8 @@ pub(super) struct Loop {
     pub both: bool,
 }
 
-/// Runs one put/get test over every size of the plan and reports its rows.
+/// Runs one put/get test over every size of the plan and reports its rows; put_bw also reports
+/// its message rate (messages per second) in a second column.
 pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()> {
     let (kind, both) = match test {
         Test::PutLatency | Test::GetLatency => (Kind::Latency, false),
@@ -72,7 +73,12 @@ pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report)
         Kind::Latency => LATENCY,
         Kind::Bandwidth => BANDWIDTH,
     };
-    report.table(osu_table(test, plan, BYTES, column))?;
+    let mut table = osu_table(test, plan, BYTES, column);
+    let rate = test == Test::PutBw;
+    if rate {
+        table.columns.push(MESSAGE_RATE);
+    }
+    report.table(table)?;
     let count = match kind {
         Kind::Latency => 1,
         Kind::Bandwidth => plan.window,
@@ -115,7 +121,13 @@ pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report)
                 }
             })
             .collect();
-        report.row(size, pass.iters, &[values])?;
+        if rate {
+            let messages = (count * pass.iters) as f64;
+            let rates = times.iter().map(|t| messages / t.as_secs_f64()).collect();
+            report.row(size, pass.iters, &[values, rates])?;
+        } else {
+            report.row(size, pass.iters, &[values])?;
+        }
     }
     Ok(())
 }
