@@ -288,6 +288,7 @@ static SCENARIOS: &[Scenario] = &[
     flavored("atomics::counts", atomics::counts, &[2, 4]),
     flavored("atomics::cas_claims", atomics::cas_claims, &[3]),
     flavored("atomics::ops_and_types", atomics::ops_and_types, &[2, 3]),
+    flavored("atomics::vectors", atomics::vectors, &[3]),
     flavored("atomics::errors", atomics::errors, &[2]),
     flavored("atomics::target_sleeps", atomics::target_sleeps, &[2]),
     flavored("atomics::target_computes", atomics::target_computes, &[2]),

@@ -71,6 +71,12 @@ impl Domain {
     /// Whether the provider executes `op` on `dtype` natively for one element, for the `kind`
     /// of call (`fi_query_atomic`).
     pub fn atomic_native(&self, dtype: Datatype, op: AtomicOp, kind: AtomicKind) -> bool {
+        self.atomic_count(dtype, op, kind) >= 1
+    }
+
+    /// The most `dtype` elements one atomic call of `kind` running `op` may carry natively
+    /// (`fi_query_atomic`'s count); 0 where the provider does not run it.
+    pub fn atomic_count(&self, dtype: Datatype, op: AtomicOp, kind: AtomicKind) -> usize {
         let mut attr = sys::fi_atomic_attr::default();
         let flags = match kind {
             AtomicKind::Plain => 0,
@@ -81,7 +87,11 @@ impl Domain {
         let ret = unsafe {
             sys::fi_query_atomic(self.domain, dtype.raw(), op.raw(), &mut attr, flags as u64)
         };
-        ret == 0 && attr.count >= 1 && attr.size == dtype.size()
+        if ret == 0 && attr.size == dtype.size() {
+            attr.count
+        } else {
+            0
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! Where the provider demands registered local buffers (`FI_MR_LOCAL`), data and operands pass
 //! through the endpoint's registered bounce buffer.
 
-use crate::domain::{AtomicOp, Datatype};
+use crate::domain::{AtomicKind, AtomicOp, Datatype};
 use crate::endpoint::{BOUNCE, Endpoint, Peer, Waiting};
 use crate::error::FiError;
 use crate::sys;
@@ -241,6 +241,74 @@ impl Endpoint {
                 }
             },
         )
+    }
+
+    /// `op` on the `operands.len() / dtype.size()` consecutive `dtype` elements at `addr`, each
+    /// atomic on its own (not the whole); their old values go to `result`, as long as
+    /// `operands`. One `fi_fetch_atomic` carries as many elements as the provider allows for
+    /// `(dtype, op)` (`fi_query_atomic`'s count); operands and results pass through the bounce
+    /// buffer's halves, and the calls whose operands fit there together are in flight together,
+    /// with one wait for them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fetch_atomic_many(
+        &self,
+        dtype: Datatype,
+        op: AtomicOp,
+        operands: &[u8],
+        result: &mut [u8],
+        peer: Peer,
+        addr: u64,
+        key: u64,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<(), FiError> {
+        const NAME: &str = "fi_fetch_atomic";
+        let size = dtype.size();
+        let invalid = || FiError::new(NAME, -(sys::FI_EINVAL as i64));
+        if operands.len() != result.len() || !operands.len().is_multiple_of(size) {
+            return Err(invalid());
+        }
+        let half = BOUNCE / 2;
+        let max = self
+            .domain()
+            .atomic_count(dtype, op, AtomicKind::Fetch)
+            .min(half / size);
+        if max == 0 {
+            return Err(FiError::new(NAME, -(sys::FI_EOPNOTSUPP as i64)));
+        }
+        let (piece, batch) = (max * size, half);
+        let (b, desc) = (self.bounce.mem(), self.bounce_desc());
+        let batches = operands.chunks(batch).zip(result.chunks_mut(batch));
+        for (i, (src, dst)) in batches.enumerate() {
+            b.write(0, src).map_err(|_| invalid())?;
+            let posted = src.chunks(piece).enumerate().try_for_each(|(j, p)| {
+                let at = j * piece;
+                let to = addr + (i * batch + at) as u64;
+                // SAFETY: the endpoint is open; the piece's operands and results lie in the
+                // registered bounce buffer, which is not reused before the wait below (also
+                // when a later piece fails to post).
+                self.post(NAME, keep_waiting, || unsafe {
+                    sys::fi_fetch_atomic(
+                        self.core.ep,
+                        (b.addr() + at) as *const libc::c_void,
+                        p.len() / size,
+                        desc,
+                        (b.addr() + half + at) as *mut libc::c_void,
+                        desc,
+                        peer.0,
+                        to,
+                        key,
+                        dtype.raw(),
+                        op.raw(),
+                        ptr::null_mut(),
+                    )
+                })
+            });
+            let completed = self.complete(keep_waiting);
+            posted?;
+            completed?;
+            b.read(half, dst).map_err(|_| invalid())?;
+        }
+        Ok(())
     }
 
     /// Compare-and-swap one `dtype` element at `addr`: stores `swap` if it equals `compare`;

@@ -2,15 +2,19 @@
 //!
 //! Each rank registers its control block and window memory with the NIC at window creation and
 //! publishes the keys with its endpoint address; puts are `fi_writemsg` (injected when small),
-//! gets `fi_read`, atomics `fi_fetch_atomic` / `fi_compare_atomic` (accumulates the NIC cannot
-//! run, for their type or an element not aligned in memory, take the target's accumulate lock:
-//! `transport::locked_accumulate`). Every operation carries `FI_DELIVERY_COMPLETE` and bumps
+//! gets `fi_read`, atomics `fi_fetch_atomic` / `fi_compare_atomic`, an accumulate of many
+//! elements one `fi_fetch_atomic` with a count (split at the provider's limit). Accumulates the
+//! NIC cannot run, for their type or an element not aligned in memory, take the target's
+//! accumulate lock, once per call (`transport::locked_accumulate`). Every operation carries `FI_DELIVERY_COMPLETE` and bumps
 //! one counter, so a flush is the counter reaching the number of operations issued: complete at
 //! the target, visible to its loads and to other origins. A progress thread per endpoint serves
 //! the target side of providers that need the target to call into libfabric, so a target that
 //! computes or sleeps does not stall its origins.
 
-use super::{AccOp, Accumulate, Amo, Caps, Space, Transport, locked_accumulate};
+use super::{
+    AccOp, Accumulate, AccumulateMany, Amo, Caps, Space, Transport, locked_accumulate,
+    locked_accumulate_many,
+};
 use crate::codec::{Dec, Enc};
 use crate::config::{Atomics, FabricConfig, MrMode};
 use crate::error::{Error, ErrorClass, Result};
@@ -442,9 +446,49 @@ impl<'a> FabricTransport<'a> {
         Ok(u64::from_le_bytes(old))
     }
 
-    /// One element's accumulate under the target's accumulate lock.
-    fn emulated(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
-        locked_accumulate(self, &|| self.peers.all_alive(), target, offset, acc)
+    /// Many elements' accumulates on the NIC, as few `fi_fetch_atomic` calls as the provider
+    /// allows (the old values are fetched either way: see `fi::Endpoint::fetch_atomic`).
+    fn native_many(
+        &self,
+        target: usize,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+        fetched: Option<&mut [u8]>,
+    ) -> Result<()> {
+        let (peer, addr, key) = self.at(target, Space::Data, offset, acc.operands.len())?;
+        let mut scratch = Vec::new();
+        let result = match fetched {
+            Some(f) => f,
+            None => {
+                scratch.resize(acc.operands.len(), 0);
+                &mut scratch[..]
+            }
+        };
+        let (dt, op) = (datatype(acc.elem), atomic_op(acc.op));
+        let live = || self.alive();
+        let done = self
+            .ep
+            .fetch_atomic_many(dt, op, acc.operands, result, peer, addr, key, &live);
+        self.synced(done)
+    }
+
+    /// Whether accumulates on elements of `elem` at `offset` of `target` run on the NIC: where
+    /// its provider runs every accumulate of the type natively on every rank and the element is
+    /// aligned in the target's memory (the first element decides for its neighbours). Every
+    /// origin decides the same way for an element, so accumulates on it never mix the NIC and
+    /// the lock.
+    fn on_nic(&self, target: usize, offset: usize, elem: Elem) -> Result<bool> {
+        let t = self.targets.get(target).ok_or_else(|| {
+            Error::new(
+                ErrorClass::Rank,
+                format!("rank {target} not served by the fabric"),
+            )
+        })?;
+        let aligned = t
+            .lead
+            .wrapping_add(offset as u64)
+            .is_multiple_of(elem.size() as u64);
+        Ok(aligned && self.native & 1 << elem.index() != 0)
     }
 }
 
@@ -513,25 +557,30 @@ impl Transport for FabricTransport<'_> {
         Ok(u64::from_le_bytes(old))
     }
 
-    /// On the NIC where its provider runs every accumulate of the element type natively on every
-    /// rank and the element is aligned in the target's memory; under the target's accumulate
-    /// lock otherwise. Every origin decides the same way for an element, so accumulates on it
-    /// never mix the two paths.
+    /// On the NIC or under the target's accumulate lock (see `FabricTransport::on_nic`).
     fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
-        let t = self.targets.get(target).ok_or_else(|| {
-            Error::new(
-                ErrorClass::Rank,
-                format!("rank {target} not served by the fabric"),
-            )
-        })?;
-        let aligned = t
-            .lead
-            .wrapping_add(offset as u64)
-            .is_multiple_of(acc.elem.size() as u64);
-        if aligned && self.native & 1 << acc.elem.index() != 0 {
+        if self.on_nic(target, offset, acc.elem)? {
             self.native(target, offset, acc)
         } else {
-            self.emulated(target, offset, acc)
+            locked_accumulate(self, &|| self.peers.all_alive(), target, offset, acc)
+        }
+    }
+
+    /// On the NIC with element counts, or under the target's accumulate lock taken once (see
+    /// `FabricTransport::on_nic`).
+    fn accumulate_many(
+        &self,
+        target: usize,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+        fetched: Option<&mut [u8]>,
+    ) -> Result<()> {
+        acc.check(fetched.as_deref())?;
+        if self.on_nic(target, offset, acc.elem)? {
+            self.native_many(target, offset, acc, fetched)
+        } else {
+            let watch = || self.peers.all_alive();
+            locked_accumulate_many(self, &watch, target, offset, acc, fetched)
         }
     }
 

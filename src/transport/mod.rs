@@ -29,7 +29,7 @@ mod nic;
 pub mod report;
 pub mod shm;
 
-use crate::error::Result;
+use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
 pub use crate::protocol::lockword::Amo;
 use crate::protocol::reduce::{Elem, Op, combine};
@@ -66,6 +66,59 @@ impl Accumulate {
             AccOp::CompareSwap { .. } => old,
         }
     }
+}
+
+/// Atomic read-modify-writes of consecutive elements with one operation: MPI_ACCUMULATE and
+/// MPI_GET_ACCUMULATE of many elements. Each element is atomic on its own, not the whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccumulateMany<'a> {
+    /// Element type.
+    pub elem: Elem,
+    /// How each element combines with its operand.
+    pub op: Op,
+    /// The origin elements' bytes (little-endian, `elem.size()` each).
+    pub operands: &'a [u8],
+}
+
+impl AccumulateMany<'_> {
+    /// How many elements.
+    pub fn count(&self) -> usize {
+        self.operands.len() / self.elem.size()
+    }
+
+    /// Whether the operands are whole elements and `fetched`, when given, is as long as them
+    /// (MPI_ERR_COUNT otherwise): transports check before anything moves.
+    pub fn check(&self, fetched: Option<&[u8]>) -> Result<()> {
+        let len = self.operands.len();
+        if !len.is_multiple_of(self.elem.size()) || fetched.is_some_and(|f| f.len() != len) {
+            return Err(Error::new(
+                ErrorClass::Count,
+                format!(
+                    "{len} operand bytes of {:?} elements, room for {:?} fetched bytes",
+                    self.elem,
+                    fetched.map(<[u8]>::len)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The read-modify-write of element `i` alone.
+    pub fn element(&self, i: usize) -> Accumulate {
+        let size = self.elem.size();
+        Accumulate {
+            elem: self.elem,
+            op: AccOp::Apply(self.op),
+            operand: bits(&self.operands[i * size..(i + 1) * size]),
+        }
+    }
+}
+
+/// The bits of one element's little-endian bytes (at most 8), in the low bytes.
+pub(crate) fn bits(bytes: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(b)
 }
 
 /// Which memory of a target an operation addresses.
@@ -114,6 +167,16 @@ pub trait Transport: std::fmt::Debug {
     /// any offset), atomic with respect to every other `accumulate` of the window on the same
     /// element; returns the old bits.
     fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64>;
+    /// The elements of `acc` at `offset` of `target`'s window memory, each atomic as in
+    /// [`Transport::accumulate`] (the call as a whole is not); the old bytes land in `fetched`
+    /// when given (as long as the operands). On failure some elements may have been updated.
+    fn accumulate_many(
+        &self,
+        target: usize,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+        fetched: Option<&mut [u8]>,
+    ) -> Result<()>;
     /// Complete every operation to `target` at the target.
     fn flush(&self, target: usize) -> Result<()>;
     /// Complete every operation at every target.
@@ -126,22 +189,24 @@ pub trait Transport: std::fmt::Debug {
     fn progress(&self) -> Result<()>;
 }
 
-/// One element's accumulate emulated under `target`'s accumulate lock word
-/// ([`layout::ACC_LOCK`]): take it (compare-and-swap 0 to 1), read, combine, write, complete at
-/// the target, release. Works at any offset and on memory that `t` reaches only by copies, and
-/// is atomic with respect to every other accumulate on the element as long as every origin
-/// takes this path for it (each transport decides by the element's address and the window, the
-/// same way on every rank). `watch` fails once a rank the wait for the lock depends on is gone.
+/// Read-modify-write `len` bytes at `offset` of `target`'s window memory under its accumulate
+/// lock word ([`layout::ACC_LOCK`]): take it (compare-and-swap 0 to 1), read the bytes, let
+/// `update` change a copy, write it back if it differs and complete it at the target, release;
+/// returns the old bytes. Works at any offset and on memory that `t` reaches only by copies,
+/// and is atomic with respect to every other accumulate on the bytes as long as every origin
+/// takes this path for them (each transport decides by the element's address and the window,
+/// the same way on every rank). `watch` fails once a rank the wait for the lock depends on is
+/// gone.
 ///
 /// # MPI-4.1: 12.7.1 (atomicity of accumulates to the same location and datatype)
-pub(crate) fn locked_accumulate(
+fn locked(
     t: &dyn Transport,
     watch: &dyn Fn() -> Result<()>,
     target: usize,
     offset: usize,
-    acc: Accumulate,
-) -> Result<u64> {
-    let size = acc.elem.size();
+    len: usize,
+    update: impl FnOnce(&mut [u8]),
+) -> Result<Vec<u8>> {
     let lock = |op| t.amo(target, Space::Control, layout::ACC_LOCK, op);
     crate::wait::retry(watch, || {
         Ok((lock(Amo::CompareSwap {
@@ -150,13 +215,13 @@ pub(crate) fn locked_accumulate(
         })? == 0)
             .then_some(()))
     })?;
-    let updated = (|| -> Result<u64> {
-        let mut old = [0u8; 8];
-        t.get(target, Space::Data, offset, &mut old[..size])?;
-        let old = u64::from_le_bytes(old);
-        let new = acc.next(old);
+    let updated = (|| -> Result<Vec<u8>> {
+        let mut old = vec![0u8; len];
+        t.get(target, Space::Data, offset, &mut old)?;
+        let mut new = old.clone();
+        update(&mut new);
         if new != old {
-            t.put(target, Space::Data, offset, &new.to_le_bytes()[..size])?;
+            t.put(target, Space::Data, offset, &new)?;
             t.flush(target)?;
         }
         Ok(old)
@@ -168,4 +233,41 @@ pub(crate) fn locked_accumulate(
     let old = updated?;
     released?;
     Ok(old)
+}
+
+/// One element's accumulate emulated under `target`'s accumulate lock word (see [`locked`]).
+pub(crate) fn locked_accumulate(
+    t: &dyn Transport,
+    watch: &dyn Fn() -> Result<()>,
+    target: usize,
+    offset: usize,
+    acc: Accumulate,
+) -> Result<u64> {
+    let size = acc.elem.size();
+    let old = locked(t, watch, target, offset, size, |b| {
+        b.copy_from_slice(&acc.next(bits(b)).to_le_bytes()[..size]);
+    })?;
+    Ok(bits(&old))
+}
+
+/// Many elements' accumulates emulated under `target`'s accumulate lock word, taken once for
+/// the call (see [`locked`]); the old bytes land in `fetched` when given.
+pub(crate) fn locked_accumulate_many(
+    t: &dyn Transport,
+    watch: &dyn Fn() -> Result<()>,
+    target: usize,
+    offset: usize,
+    acc: AccumulateMany<'_>,
+    fetched: Option<&mut [u8]>,
+) -> Result<()> {
+    let size = acc.elem.size();
+    let old = locked(t, watch, target, offset, acc.operands.len(), |b| {
+        for (i, e) in b.chunks_exact_mut(size).enumerate() {
+            e.copy_from_slice(&acc.element(i).next(bits(e)).to_le_bytes()[..size]);
+        }
+    })?;
+    if let Some(f) = fetched {
+        f.copy_from_slice(&old);
+    }
+    Ok(())
 }

@@ -13,7 +13,10 @@
 //!
 //! # MPI-4.1: 12.3.4, 12.7.1 (accumulates at any displacement, atomic per element)
 
-use super::{AccOp, Accumulate, Amo, Caps, RemoteKey, Space, Transport, locked_accumulate};
+use super::{
+    AccOp, Accumulate, AccumulateMany, Amo, Caps, RemoteKey, Space, Transport, locked_accumulate,
+    locked_accumulate_many,
+};
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
@@ -192,6 +195,21 @@ impl<'a> ShmTransport<'a> {
         Ok(())
     }
 
+    /// The mapped window memory of `target` where an element of `size` bytes at `offset` is
+    /// reached with CPU atomics (aligned in mapped memory, not lent to MPI_Win_create); `None`
+    /// where accumulates there take the lock word. The choice depends only on the offset and
+    /// the target's memory, the same on every rank: segments are mapped on page boundaries (or
+    /// coarser) everywhere.
+    fn cpu(&self, target: usize, offset: usize, size: usize) -> Result<Option<&Mem<'a>>> {
+        let t = self.target(target)?;
+        Ok(match &t.data {
+            Data::Mapped(m) if !t.lent && m.addr().wrapping_add(offset).is_multiple_of(size) => {
+                Some(m)
+            }
+            _ => None,
+        })
+    }
+
     /// The control block of `rank` (for local waits on this rank's own words).
     pub(crate) fn control(&self, rank: usize) -> Result<&Mem<'static>> {
         Ok(&self.target(rank)?.ctrl)
@@ -284,20 +302,45 @@ impl Transport for ShmTransport<'_> {
     }
 
     /// A CPU atomic on an element aligned in mapped memory; under the target's accumulate lock
-    /// otherwise. The choice depends only on the element's offset and the target's memory, the
-    /// same on every rank: segments are mapped on page boundaries (or coarser) everywhere.
+    /// otherwise (see `ShmTransport::cpu`).
     fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
-        let t = self.target(target)?;
-        match &t.data {
-            Data::Mapped(m)
-                if !t.lent
-                    && m.addr()
-                        .wrapping_add(offset)
-                        .is_multiple_of(acc.elem.size()) =>
-            {
-                rmw(m, offset, acc)
+        match self.cpu(target, offset, acc.elem.size())? {
+            Some(m) => rmw(m, offset, acc),
+            None => locked_accumulate(self, &|| self.peers.all_alive(), target, offset, acc),
+        }
+    }
+
+    /// CPU atomics element by element where the elements are aligned in mapped memory (all
+    /// are when the first is); under the target's accumulate lock, taken once, otherwise.
+    fn accumulate_many(
+        &self,
+        target: usize,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+        fetched: Option<&mut [u8]>,
+    ) -> Result<()> {
+        acc.check(fetched.as_deref())?;
+        let size = acc.elem.size();
+        match self.cpu(target, offset, size)? {
+            Some(m) => {
+                let len = acc.operands.len();
+                if offset.checked_add(len).is_none_or(|end| end > m.len()) {
+                    let limit = m.len();
+                    return Err(onesided_shm::OutOfRange { offset, len, limit }.into());
+                }
+                let mut fetched = fetched.map(|f| f.chunks_exact_mut(size));
+                for i in 0..acc.count() {
+                    let old = rmw(m, offset + i * size, acc.element(i))?;
+                    if let Some(f) = fetched.as_mut().and_then(Iterator::next) {
+                        f.copy_from_slice(&old.to_le_bytes()[..size]);
+                    }
+                }
+                Ok(())
             }
-            _ => locked_accumulate(self, &|| self.peers.all_alive(), target, offset, acc),
+            None => {
+                let watch = || self.peers.all_alive();
+                locked_accumulate_many(self, &watch, target, offset, acc, fetched)
+            }
         }
     }
 

@@ -3,9 +3,11 @@
 //! Every element is one atomic read-modify-write through the window's atomic route (CPU atomics
 //! inside a node, the NIC's atomics over the fabric, or a locked read-modify-write where those
 //! cannot reach the element), so accumulates from many origins to the same element combine
-//! exactly, as MPI requires for the same predefined datatype, at any displacement. Checks come
-//! first: the operation against the type, rank, range, epoch; the epoch records the call once
-//! an element was updated, so a refused call changes no epoch state.
+//! exactly, as MPI requires for the same predefined datatype, at any displacement. A call of
+//! many elements is one call of the route (one NIC atomic with a count, or one turn of the
+//! lock), atomic per element, not as a whole. Checks come first: the operation against the
+//! type, rank, range, epoch; the epoch records the call once an element may have been updated,
+//! so a refused call changes no epoch state.
 //!
 //! # MPI-4.1: 12.3.4 (MPI_ACCUMULATE), 12.3.5 (MPI_GET_ACCUMULATE, MPI_FETCH_AND_OP,
 //! MPI_COMPARE_AND_SWAP), 12.7.1 (atomicity)
@@ -15,7 +17,7 @@ use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::reduce::Elem;
 pub use crate::protocol::reduce::Op;
-use crate::transport::{AccOp, Accumulate};
+use crate::transport::{AccOp, Accumulate, AccumulateMany};
 use bytemuck::Pod;
 
 mod sealed {
@@ -79,12 +81,35 @@ impl Window<'_> {
             .map(from_bits)
     }
 
-    /// The outcome `r` of a call that updated `done` elements: the epoch records the call if it
-    /// succeeded or changed memory before it failed, so that only a refused call leaves it as
-    /// it was.
+    /// Many elements' read-modify-writes at byte `off` of `target` (any offset), with the old
+    /// values in `fetched` when given; nothing moves for no elements.
+    fn rmw_many<T: AtomicElem>(
+        &self,
+        target: usize,
+        off: usize,
+        op: Op,
+        origin: &[T],
+        fetched: Option<&mut [T]>,
+    ) -> Result<()> {
+        if origin.is_empty() {
+            return Ok(());
+        }
+        let acc = AccumulateMany {
+            elem: T::ELEM,
+            op,
+            operands: bytemuck::cast_slice(origin),
+        };
+        let fetched = fetched.map(bytemuck::cast_slice_mut);
+        self.atomic_route()
+            .accumulate_many(target, off, acc, fetched)
+    }
+
+    /// The outcome `r` of a call of `count` elements: the epoch records the call if it
+    /// succeeded or may have changed memory before it failed (a call of several elements may
+    /// have updated some), so that only a refused call leaves it as it was.
     #[inline]
-    fn record<R>(&self, done: usize, r: Result<R>) -> Result<R> {
-        if r.is_ok() || done > 0 {
+    fn record<R>(&self, count: usize, r: Result<R>) -> Result<R> {
+        if r.is_ok() || count > 1 {
             self.epochs.borrow_mut().issued();
         }
         r
@@ -112,14 +137,8 @@ impl Window<'_> {
             }
             op.check(T::ELEM)?;
             let off = self.atomic_range::<T>(target, disp, origin.len())?;
-            let size = T::ELEM.size();
-            let mut done = 0;
-            let r = origin.iter().try_for_each(|&v| {
-                self.rmw(target, off + done * size, AccOp::Apply(op), v)?;
-                done += 1;
-                Ok(())
-            });
-            self.record(done, r)
+            let r = self.rmw_many(target, off, op, origin, None);
+            self.record(origin.len(), r)
         })
     }
 
@@ -148,17 +167,8 @@ impl Window<'_> {
             }
             op.check(T::ELEM)?;
             let off = self.atomic_range::<T>(target, disp, origin.len())?;
-            let size = T::ELEM.size();
-            let mut done = 0;
-            let r = origin
-                .iter()
-                .zip(result.iter_mut())
-                .try_for_each(|(&v, r)| {
-                    *r = self.rmw(target, off + done * size, AccOp::Apply(op), v)?;
-                    done += 1;
-                    Ok(())
-                });
-            self.record(done, r)
+            let r = self.rmw_many(target, off, op, origin, Some(result));
+            self.record(origin.len(), r)
         })
     }
 
@@ -175,7 +185,7 @@ impl Window<'_> {
         in_call(Some(self.rank()), "MPI_Fetch_and_op", || {
             op.check(T::ELEM)?;
             let off = self.atomic_range::<T>(target, disp, 1)?;
-            self.record(0, self.rmw(target, off, AccOp::Apply(op), origin))
+            self.record(1, self.rmw(target, off, AccOp::Apply(op), origin))
         })
     }
 
@@ -201,7 +211,7 @@ impl Window<'_> {
             let swap = AccOp::CompareSwap {
                 compare: bits(compare),
             };
-            self.record(0, self.rmw(target, off, swap, origin))
+            self.record(1, self.rmw(target, off, swap, origin))
         })
     }
 }

@@ -1,5 +1,5 @@
 //! The accumulate family: exact counts under contention, compare-and-swap claims, every
-//! operation on every element type, the errors MPI names, and origins that finish while their
+//! operation on every element type, calls of thousands of elements, the errors MPI names, and origins that finish while their
 //! target sleeps or computes.
 //!
 //! # MPI-4.1: 12.3.4, 12.3.5, 12.7 (progress)
@@ -135,6 +135,86 @@ pub fn ops_and_types(world: &World, flavor: Flavor) -> Res {
             .ctx("fetch replace")?;
         ensure_eq!(last, 77 + 5 * n as u64, "replace then every rank's +5");
         win.fence(Assert::NOSUCCEED).ctx("fence")?;
+        Ok(())
+    })
+}
+
+/// Elements per call of [`vectors`].
+const LEN: usize = 4096;
+
+/// Calls of [`LEN`] elements from every rank into rank 0: f64 and i64 at aligned displacements
+/// (the NIC's atomics with a count over the fabric) and i64 at an unaligned one (the
+/// accumulate lock, once per call). The sums are exact, and get_accumulate hands every rank the
+/// previous values of its own turn on each element: one turn per rank, as gathered.
+pub fn vectors(world: &World, flavor: Flavor) -> Res {
+    const CALLS: usize = 2;
+    let (me, n) = (world.rank(), world.size());
+    let f: Vec<f64> = (0..LEN).map(|i| i as f64 + 0.5).collect();
+    let v: Vec<i64> = (0..LEN).map(|i| 7 - i as i64).collect();
+    let rounds = (n * CALLS) as i64;
+    let want_f = |i: usize, turns: usize| rounds as f64 * f[i] + turns as f64;
+    let want_v = |i: usize, turns: usize| rounds * v[i] + turns as i64;
+    let (aligned, unaligned) = (8 * LEN, 16 * LEN + 4);
+    with_window(world, flavor, 24 * LEN + 8, 1, &Info::new(), |win| {
+        world.barrier().ctx("barrier")?;
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        for _ in 0..CALLS {
+            win.accumulate(&f, 0, 0, Op::Sum).ctx("accumulate f64")?;
+            win.accumulate(&v, 0, aligned, Op::Sum)
+                .ctx("accumulate i64")?;
+            win.accumulate(&v, 0, unaligned, Op::Sum)
+                .ctx("accumulate unaligned i64")?;
+        }
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        let mut old_f = vec![0f64; LEN];
+        let mut old_v = vec![0i64; 2 * LEN];
+        let (old_a, old_u) = old_v.split_at_mut(LEN);
+        win.get_accumulate(&[1f64; LEN], &mut old_f, 0, 0, Op::Sum)
+            .ctx("get_accumulate f64")?;
+        win.get_accumulate(&[1i64; LEN], old_a, 0, aligned, Op::Sum)
+            .ctx("get_accumulate i64")?;
+        win.get_accumulate(&[1i64; LEN], old_u, 0, unaligned, Op::Sum)
+            .ctx("get_accumulate unaligned i64")?;
+        win.unlock_all().ctx("unlock_all")?;
+        let all_f = world
+            .allgather(bytemuck::cast_slice(&old_f))
+            .ctx("allgather")?;
+        let all_v = world
+            .allgather(bytemuck::cast_slice(&old_v))
+            .ctx("allgather")?;
+        for i in 0..LEN {
+            let mut turns: Vec<f64> = all_f
+                .iter()
+                .map(|b| bytemuck::pod_read_unaligned(&b[8 * i..8 * i + 8]))
+                .collect();
+            turns.sort_by(f64::total_cmp);
+            let every: Vec<f64> = (0..n).map(|t| want_f(i, t)).collect();
+            ensure_eq!(turns, every, "fetched turns of f64 element {i}");
+            for (at, what) in [(i, "i64"), (LEN + i, "unaligned i64")] {
+                let mut turns: Vec<i64> = all_v
+                    .iter()
+                    .map(|b| bytemuck::pod_read_unaligned(&b[8 * at..8 * at + 8]))
+                    .collect();
+                turns.sort_unstable();
+                let every: Vec<i64> = (0..n).map(|t| want_v(i, t)).collect();
+                ensure_eq!(turns, every, "fetched turns of {what} element {i}");
+            }
+        }
+        if me == 0 {
+            let mut end_f = vec![0f64; LEN];
+            let mut end_v = vec![0i64; LEN];
+            win.read_local(0, &mut end_f).ctx("read_local")?;
+            let bad = (0..LEN).find(|&i| end_f[i] != want_f(i, n));
+            ensure!(bad.is_none(), "f64 sum of element {bad:?}");
+            for at in [aligned, unaligned] {
+                win.read_local(at, &mut end_v).ctx("read_local")?;
+                let bad = (0..LEN).find(|&i| end_v[i] != want_v(i, n));
+                ensure!(bad.is_none(), "i64 sum at byte {at}, element {bad:?}");
+            }
+        }
+        world.barrier().ctx("barrier")?;
         Ok(())
     })
 }

@@ -161,6 +161,58 @@ fn unaligned_accumulates_are_atomic() {
     assert_eq!(all, (0..(N * K) as i64).collect::<Vec<_>>());
 }
 
+/// Calls of 4096 elements from every rank into rank 0, f64 at an aligned displacement (CPU
+/// atomics element by element) and i64 at an unaligned one (the accumulate lock, once per
+/// call): the sums are exact, and get_accumulate hands each rank the previous values of its
+/// own turn on every element.
+#[test]
+fn vector_accumulates_combine_exactly() {
+    const LEN: usize = 4096;
+    const CALLS: usize = 3;
+    let unaligned = 8 * LEN + 4;
+    let f: Vec<f64> = (0..LEN).map(|i| i as f64 + 0.5).collect();
+    let v: Vec<i64> = (0..LEN).map(|i| i as i64 - 7).collect();
+    let want_f = |i: usize, turns: usize| (N * CALLS) as f64 * f[i] + turns as f64;
+    let want_v = |i: usize, turns: usize| (N * CALLS) as i64 * v[i] + turns as i64;
+    let fetched = inproc::run(N, |world| {
+        let win = window(&world, Flavor::Allocate, 16 * LEN + 8, 1, &Info::new()).unwrap();
+        win.lock_all(Assert::NONE).unwrap();
+        for _ in 0..CALLS {
+            win.accumulate(&f, 0, 0, Op::Sum).unwrap();
+            win.accumulate(&v, 0, unaligned, Op::Sum).unwrap();
+        }
+        win.unlock_all().unwrap();
+        world.barrier().unwrap();
+        win.lock_all(Assert::NONE).unwrap();
+        let (mut old_f, mut old_v) = (vec![0f64; LEN], vec![0i64; LEN]);
+        win.get_accumulate(&[1f64; LEN], &mut old_f, 0, 0, Op::Sum)
+            .unwrap();
+        win.get_accumulate(&[1i64; LEN], &mut old_v, 0, unaligned, Op::Sum)
+            .unwrap();
+        win.unlock_all().unwrap();
+        world.barrier().unwrap();
+        if world.rank() == 0 {
+            let (mut end_f, mut end_v) = (vec![0f64; LEN], vec![0i64; LEN]);
+            win.read_local(0, &mut end_f).unwrap();
+            win.read_local(unaligned, &mut end_v).unwrap();
+            assert!((0..LEN).all(|i| end_f[i] == want_f(i, N)), "f64 sums");
+            assert!((0..LEN).all(|i| end_v[i] == want_v(i, N)), "i64 sums");
+        }
+        win.free().unwrap();
+        (old_f, old_v)
+    });
+    for i in 0..LEN {
+        let mut turns_f: Vec<f64> = fetched.iter().map(|(f, _)| f[i]).collect();
+        let mut turns_v: Vec<i64> = fetched.iter().map(|(_, v)| v[i]).collect();
+        turns_f.sort_by(f64::total_cmp);
+        turns_v.sort_unstable();
+        let every_f: Vec<f64> = (0..N).map(|t| want_f(i, t)).collect();
+        let every_v: Vec<i64> = (0..N).map(|t| want_v(i, t)).collect();
+        assert_eq!(turns_f, every_f, "f64 element {i}: one turn per rank");
+        assert_eq!(turns_v, every_v, "i64 element {i}: one turn per rank");
+    }
+}
+
 /// Fetched values, replacement, no-op reads and compare-and-swap, one call at a time.
 #[test]
 fn fetching_calls_return_the_previous_values() {
