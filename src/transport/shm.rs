@@ -323,14 +323,11 @@ impl Transport for ShmTransport<'_> {
         let size = acc.elem.size();
         match self.cpu(target, offset, size)? {
             Some(m) => {
-                let len = acc.operands.len();
-                if offset.checked_add(len).is_none_or(|end| end > m.len()) {
-                    let limit = m.len();
-                    return Err(onesided_shm::OutOfRange { offset, len, limit }.into());
-                }
+                // The whole range first, so that an access beyond it changes no element.
+                let elements = m.sub(offset, acc.operands.len())?;
                 let mut fetched = fetched.map(|f| f.chunks_exact_mut(size));
                 for i in 0..acc.count() {
-                    let old = rmw(m, offset + i * size, acc.element(i))?;
+                    let old = rmw(&elements, i * size, acc.element(i))?;
                     if let Some(f) = fetched.as_mut().and_then(Iterator::next) {
                         f.copy_from_slice(&old.to_le_bytes()[..size]);
                     }
