@@ -340,7 +340,8 @@ fn supervise(
     let mut pumps = Vec::new();
     for r in 0..job.n {
         let mut cmd = rank_command(job, hosts.wrap_of(job, r), r, hub, secret, job_id);
-        match placement.bind(&mut cmd, r).and_then(|()| cmd.spawn()) {
+        placement.bind(&mut cmd, r);
+        match cmd.spawn() {
             Ok(mut child) => {
                 pumps.extend(forward_streams(job.tag_output.then_some(r), &mut child));
                 ranks.push(Rank::new(child));

@@ -247,31 +247,39 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     Ok((0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
 }
 
-/// The CPU numbers a CPU set holds: `0..MAX_CPUS`.
-pub const MAX_CPUS: usize = CpuSet::MAX_CPU;
+/// A set of CPUs a process can be bound to, checked when it is made.
+#[derive(Clone, Copy)]
+pub struct Cpus(CpuSet);
 
-/// Makes the child that `cmd` will start run only on the CPUs `cpus`. A CPU number the kernel's
-/// CPU set cannot hold is an `InvalidInput` error, and `cmd` is left as it was.
-pub fn bind_to_cpus(cmd: &mut Command, cpus: &[usize]) -> io::Result<()> {
-    let mut set = CpuSet::new();
-    for &cpu in cpus {
-        if cpu >= CpuSet::MAX_CPU {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "CPU {cpu} is beyond the {} a CPU set holds",
-                    CpuSet::MAX_CPU
-                ),
-            ));
+impl Cpus {
+    /// The set of `cpus`; a CPU number the kernel's CPU set cannot hold is an `InvalidInput`
+    /// error.
+    pub fn new(cpus: &[usize]) -> io::Result<Cpus> {
+        let mut set = CpuSet::new();
+        for &cpu in cpus {
+            if cpu >= CpuSet::MAX_CPU {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "CPU {cpu} is beyond the {} a CPU set holds",
+                        CpuSet::MAX_CPU
+                    ),
+                ));
+            }
+            set.set(cpu);
         }
-        set.set(cpu);
+        Ok(Cpus(set))
     }
+}
+
+/// Makes the child that `cmd` will start run only on the CPUs `cpus`.
+pub fn bind_to_cpus(cmd: &mut Command, cpus: Cpus) {
+    let Cpus(set) = cpus;
     // SAFETY: the hook runs in the forked child before exec; it makes one async-signal-safe
     // system call on a set it owns by value and allocates nothing.
     unsafe {
         cmd.pre_exec(move || Ok(rustix::thread::sched_setaffinity(None, &set)?));
     }
-    Ok(())
 }
 
 /// Allows any process of the same user to ptrace this one (Yama `PR_SET_PTRACER_ANY`), which

@@ -4,7 +4,6 @@
 //! turn. With it, `core` takes whole cores (every hardware thread of one) and `numa` the CPUs of
 //! NUMA nodes, from the topology hwloc reports (`topology.rs`); `numa` without it is an error.
 
-use std::io;
 use std::process::Command;
 
 use onesided::{Error, ErrorClass, Result};
@@ -14,7 +13,7 @@ use super::{Bind, Job};
 
 /// The CPU sets the ranks of a job are bound to in turn: rank r to set r modulo their number;
 /// none for no binding.
-pub(super) struct Placement(Vec<Vec<usize>>);
+pub(super) struct Placement(Vec<process::Cpus>);
 
 impl Placement {
     /// The placement `job.bind` asks for over the CPUs this launcher may use. `numa` without the
@@ -28,23 +27,17 @@ impl Placement {
             Bind::Auto if allowed.len() >= job.n => one_each(&allowed),
             Bind::Auto | Bind::None => Vec::new(),
         };
-        if let Some(cpu) = sets.iter().flatten().find(|&&c| c >= process::MAX_CPUS) {
-            return Err(Error::new(
-                ErrorClass::Arg,
-                format!(
-                    "CPU {cpu} is beyond the {} a CPU set holds",
-                    process::MAX_CPUS
-                ),
-            ));
-        }
-        Ok(Placement(sets))
+        sets.iter()
+            .map(|cpus| process::Cpus::new(cpus))
+            .collect::<std::io::Result<_>>()
+            .map(Placement)
+            .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))
     }
 
     /// Makes the child that `cmd` will start, rank `r`, run only on its CPU set.
-    pub(super) fn bind(&self, cmd: &mut Command, r: usize) -> io::Result<()> {
-        match self.0.get(r % self.0.len().max(1)) {
-            Some(cpus) => process::bind_to_cpus(cmd, cpus),
-            None => Ok(()),
+    pub(super) fn bind(&self, cmd: &mut Command, r: usize) {
+        if let Some(&cpus) = self.0.get(r % self.0.len().max(1)) {
+            process::bind_to_cpus(cmd, cpus);
         }
     }
 }
