@@ -70,5 +70,5 @@ pub use info::Info;
 pub use onesided_derive::Pod;
 pub use protocol::assert::Assert;
 pub use protocol::lockword::LockType;
-pub use window::{AtomicElem, Flavor, Model, Op, SharedRegion, Window};
+pub use window::{AtomicElem, Flavor, Model, Op, Request, SharedRegion, Window};
 pub use world::{Comm, World};

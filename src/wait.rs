@@ -239,10 +239,10 @@ pub(crate) fn until(
             polls += 1;
             if polls.is_multiple_of(YIELD_EVERY) {
                 std::thread::yield_now();
-            }
-            if checked.elapsed() >= NAP {
-                watch()?;
-                checked = Instant::now();
+                if checked.elapsed() >= NAP {
+                    watch()?;
+                    checked = Instant::now();
+                }
             }
             continue;
         }

@@ -35,6 +35,8 @@ mod harness;
 mod passive;
 #[path = "ranks/pm.rs"]
 mod pm;
+#[path = "ranks/requests.rs"]
+mod requests;
 #[path = "ranks/shared.rs"]
 mod shared;
 #[path = "cluster/slurm.rs"]
@@ -289,6 +291,9 @@ static SCENARIOS: &[Scenario] = &[
     flavored("atomics::cas_claims", atomics::cas_claims, &[3]),
     flavored("atomics::ops_and_types", atomics::ops_and_types, &[2, 3]),
     flavored("atomics::vectors", atomics::vectors, &[3]),
+    flavored("requests::overlap", requests::overlap, &[2, 3]),
+    flavored("requests::accumulate", requests::accumulate, &[3]),
+    flavored("requests::errors", requests::errors, &[2]),
     flavored("atomics::errors", atomics::errors, &[2]),
     flavored("atomics::target_sleeps", atomics::target_sleeps, &[2]),
     flavored("atomics::target_computes", atomics::target_computes, &[2]),

@@ -49,7 +49,8 @@ fn main() {
 mod floor {
     use criterion::Criterion;
     use onesided_fabric::{
-        AtomicOp, Datatype, Domain, Endpoint, MrMode, Peer, Provider, RegionKey, Request, Waiting,
+        AtomicOp, Datatype, Domain, Endpoint, MrMode, Peer, Provider, RegionKey, Remote, Request,
+        Waiting,
     };
     use onesided_shm::Mem;
     use onesided_shm::process::kill_on_parent_death;
@@ -283,6 +284,14 @@ mod floor {
     }
 
     impl Link<'_> {
+        fn at(&self, offset: u64) -> Remote {
+            Remote {
+                peer: self.peer,
+                addr: self.base + offset,
+                key: self.key,
+            }
+        }
+
         fn keep_waiting(&self) -> impl Fn() -> Waiting + '_ {
             || {
                 if self.target.running() {
@@ -297,15 +306,9 @@ mod floor {
             let v = self.put.get() + 1;
             let live = self.keep_waiting();
             self.ep
-                .write(
-                    &v.to_le_bytes(),
-                    self.peer,
-                    self.base + PUT,
-                    self.key,
-                    &live,
-                )
+                .write(&v.to_le_bytes(), self.at(PUT), &live)
                 .ctx("write")?;
-            self.ep.complete(&live).ctx("complete")?;
+            self.ep.flush(self.peer, &live).ctx("flush")?;
             self.put.set(v);
             Ok(())
         }
@@ -313,13 +316,7 @@ mod floor {
         fn get(&self) -> Result<()> {
             let mut got = [0u8; 8];
             self.ep
-                .read(
-                    &mut got,
-                    self.peer,
-                    self.base + PUT,
-                    self.key,
-                    &self.keep_waiting(),
-                )
+                .read(&mut got, self.at(PUT), &self.keep_waiting())
                 .ctx("read")?;
             check("read", u64::from_le_bytes(got), self.put.get())
         }
@@ -333,9 +330,7 @@ mod floor {
                     &i.to_le_bytes(),
                     &(i + 1).to_le_bytes(),
                     &mut old,
-                    self.peer,
-                    self.base + CAS,
-                    self.key,
+                    self.at(CAS),
                     &self.keep_waiting(),
                 )
                 .ctx("compare_swap")?;
@@ -353,9 +348,7 @@ mod floor {
                     AtomicOp::Sum,
                     &1u64.to_le_bytes(),
                     &mut old,
-                    self.peer,
-                    self.base + FADD,
-                    self.key,
+                    self.at(FADD),
                     &self.keep_waiting(),
                 )
                 .ctx("fetch_atomic")?;

@@ -3,7 +3,9 @@
 
 use crate::domain::{Domain, close};
 use crate::error::FiError;
+use crate::stage::Staged;
 use crate::sys;
+use crate::track::{Context, Track};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,6 +21,9 @@ const PROGRESS_WAIT_MS: i32 = 1;
 /// owner's core still cost 10-20% of that latency, at 1 ms they are lost in the noise, and a
 /// target that stops calling in is served again within 1 ms.
 const HOLDOFF: Duration = Duration::from_millis(1);
+/// Completion entries read from the queue at once.
+const BATCH: usize = 16;
+
 /// The libfabric objects of an endpoint, closed when the endpoint and every region bound to it
 /// are gone.
 pub(crate) struct Core {
@@ -26,11 +31,10 @@ pub(crate) struct Core {
     pub(crate) ep: *mut sys::fid_ep,
     pub(crate) av: *mut sys::fid_av,
     pub(crate) cq: *mut sys::fid_cq,
-    pub(crate) cntr: *mut sys::fid_cntr,
     /// The completion queue has a wait object (`fi_cq_sread` blocks).
     pub(crate) waitable: bool,
-    /// Text of the last error completion, read by whichever thread found it.
-    pub(crate) last_error: Mutex<Option<String>>,
+    /// The operations in flight, settled by whichever thread reads their completions.
+    pub(crate) track: Mutex<Track<Staged>>,
     /// When the owning thread last issued or waited for an operation (nanoseconds since
     /// `epoch`).
     pub(crate) active: AtomicU64,
@@ -74,15 +78,18 @@ impl Core {
         self.ep
     }
 
-    /// Drive the provider (reading the completion queue progresses the endpoint) and keep the
-    /// text of any error completion.
+    /// The completion bookkeeping, also after a panic of another thread holding it.
+    pub(crate) fn track(&self) -> std::sync::MutexGuard<'_, Track<Staged>> {
+        self.track.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drive the provider (reading the completion queue progresses the endpoint) and settle
+    /// the operations whose completions it gives.
     pub(crate) fn poll(&self) {
-        let mut entry = sys::fi_cq_entry::default();
-        // SAFETY: the queue is open; `entry` has room for one FI_CQ_FORMAT_CONTEXT entry.
-        let ret = unsafe { sys::fi_cq_read(self.cq, (&raw mut entry).cast(), 1) };
-        if ret == -(sys::FI_EAVAIL as isize) {
-            self.read_error();
-        }
+        let mut entries = [sys::fi_cq_entry::default(); BATCH];
+        // SAFETY: the queue is open; `entries` has room for BATCH FI_CQ_FORMAT_CONTEXT entries.
+        let ret = unsafe { sys::fi_cq_read(self.cq, entries.as_mut_ptr().cast(), BATCH) };
+        self.settle(ret, &entries);
     }
 
     /// Block until traffic arrives or `PROGRESS_WAIT_MS` passes, progressing meanwhile.
@@ -92,20 +99,36 @@ impl Core {
             std::thread::sleep(HOLDOFF);
             return;
         }
-        let mut entry = sys::fi_cq_entry::default();
+        let mut entries = [sys::fi_cq_entry::default(); BATCH];
         // SAFETY: as in `poll`; the condition argument may be NULL.
         let ret = unsafe {
             sys::fi_cq_sread(
                 self.cq,
-                (&raw mut entry).cast(),
-                1,
+                entries.as_mut_ptr().cast(),
+                BATCH,
                 ptr::null(),
                 PROGRESS_WAIT_MS,
             )
         };
+        self.settle(ret, &entries);
+    }
+
+    /// Settle what one read of the queue returned: `ret` entries, or an error entry waiting.
+    fn settle(&self, ret: isize, entries: &[sys::fi_cq_entry]) {
         if ret == -(sys::FI_EAVAIL as isize) {
             self.read_error();
+            return;
         }
+        let Ok(n) = usize::try_from(ret) else {
+            return;
+        };
+        let mut track = self.track();
+        let freed: Vec<Staged> = entries[..n.min(entries.len())]
+            .iter()
+            .filter_map(|e| track.settle(e.op_context as Context, None))
+            .collect();
+        drop(track);
+        drop(freed);
     }
 
     fn read_error(&self) {
@@ -134,16 +157,8 @@ impl Core {
             err.err,
             text
         );
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
-    }
-
-    pub(crate) fn take_error(&self) -> String {
-        self.poll();
-        self.last_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .unwrap_or_else(|| "an operation failed".into())
+        let freed = self.track().settle(err.op_context as Context, Some(text));
+        drop(freed);
     }
 }
 
@@ -155,7 +170,6 @@ impl Drop for Core {
         unsafe {
             close(self.ep.cast());
             close(self.cq.cast());
-            close(self.cntr.cast());
             close(self.av.cast());
         }
     }

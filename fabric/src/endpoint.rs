@@ -1,15 +1,18 @@
-//! An RDM endpoint with its address vector, completion counter and completion queue, its
-//! progress thread, and remote completion by counter (the operations are in `ops.rs`).
+//! An RDM endpoint with its address vector and completion queue, its progress thread, and
+//! completion tracked per peer and per operation (`track.rs`; the operations are in `ops.rs`).
 
 use crate::core::Core;
 use crate::domain::Domain;
 use crate::error::{FiError, check};
 use crate::info::MrMode;
 use crate::region::{Access, Region, RegionKey};
+use crate::stage::Staged;
 use crate::sys;
+use crate::track::{Slot, Track};
 use crossbeam_utils::Backoff;
 use onesided_shm::Mem;
-use std::cell::Cell;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,10 +24,23 @@ use std::time::{Duration, Instant};
 pub(crate) const BOUNCE: usize = 64 << 10;
 /// How often a waiter asks its caller whether to keep waiting.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
+/// Rounds a waiter polls back to back before it backs off: a round trip over tcp or shm takes
+/// 1 to 20 us, a round a fraction of one; yielding the core early cost the shm provider 25% of
+/// its latency (a `sched_yield` per round).
+const SPIN_ROUNDS: u32 = 1024;
+/// Rounds between two looks at the clock while spinning.
+const CLOCK_EVERY: u32 = 64;
+/// How long a closing endpoint waits for operations still in flight before it leaks the
+/// buffers they use.
+const DRAIN: Duration = Duration::from_millis(200);
 
-/// A peer's address in this endpoint's address vector.
+/// A peer of this endpoint: its address in the address vector, and its number in the
+/// endpoint's completion bookkeeping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer(pub(crate) u64);
+pub struct Peer {
+    pub(crate) addr: sys::fi_addr_t,
+    pub(crate) index: u32,
+}
 
 /// The progress thread's handle on the core.
 struct Progress {
@@ -41,15 +57,15 @@ pub struct Endpoint {
     pub(crate) inject: usize,
     pub(crate) delivery: u64,
     pub(crate) max_msg: usize,
-    pub(crate) issued: Cell<u64>,
-    pub(crate) errors_seen: Cell<u64>,
+    /// The peers inserted so far, by address name.
+    peers: RefCell<HashMap<Vec<u8>, Peer>>,
 }
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
             .field("provider", self.core.domain.provider())
-            .field("issued", &self.issued.get())
+            .field("peers", &self.peers.borrow().len())
             .finish()
     }
 }
@@ -58,8 +74,8 @@ impl std::fmt::Debug for Endpoint {
 struct SendCore(Arc<Core>);
 
 impl Endpoint {
-    /// Open an endpoint on `domain`, bind an address vector, a completion counter and a
-    /// completion queue (errors only), enable it, and start its progress thread.
+    /// Open an endpoint on `domain`, bind an address vector and a completion queue, enable it,
+    /// and start its progress thread.
     pub fn open(domain: &Arc<Domain>) -> Result<Endpoint, FiError> {
         let info = domain.provider().raw();
         let mut core = Core {
@@ -67,9 +83,8 @@ impl Endpoint {
             ep: ptr::null_mut(),
             av: ptr::null_mut(),
             cq: ptr::null_mut(),
-            cntr: ptr::null_mut(),
             waitable: true,
-            last_error: Mutex::new(None),
+            track: Mutex::new(Track::default()),
             active: AtomicU64::new(0),
             epoch: Instant::now(),
         };
@@ -104,34 +119,15 @@ impl Endpoint {
                     sys::fi_cq_open(domain.raw(), &mut cq_attr, &mut core.cq, ptr::null_mut()),
                 )?;
             }
-            let mut cntr_attr = sys::fi_cntr_attr {
-                events: sys::fi_cntr_events_FI_CNTR_EVENTS_COMP,
-                wait_obj: sys::fi_wait_obj_FI_WAIT_NONE,
-                ..Default::default()
-            };
-            check(
-                "fi_cntr_open",
-                sys::fi_cntr_open(
-                    domain.raw(),
-                    &mut cntr_attr,
-                    &mut core.cntr,
-                    ptr::null_mut(),
-                ),
-            )?;
             check(
                 "fi_ep_bind(av)",
                 sys::fi_ep_bind(core.ep, &mut (*core.av).fid, 0),
             )?;
-            let cq_flags =
-                sys::FI_TRANSMIT as u64 | sys::FI_RECV as u64 | sys::FI_SELECTIVE_COMPLETION as u64;
+            // Every operation reports its completion, with its context (`track.rs`).
+            let cq_flags = sys::FI_TRANSMIT as u64 | sys::FI_RECV as u64;
             check(
                 "fi_ep_bind(cq)",
                 sys::fi_ep_bind(core.ep, &mut (*core.cq).fid, cq_flags),
-            )?;
-            let cntr_flags = sys::FI_WRITE as u64 | sys::FI_READ as u64;
-            check(
-                "fi_ep_bind(cntr)",
-                sys::fi_ep_bind(core.ep, &mut (*core.cntr).fid, cntr_flags),
             )?;
             check("fi_enable", sys::fi_enable(core.ep))?;
         }
@@ -173,8 +169,7 @@ impl Endpoint {
                 thread: Some(progress),
             },
             bounce,
-            issued: Cell::new(0),
-            errors_seen: Cell::new(0),
+            peers: RefCell::new(HashMap::new()),
         })
     }
 
@@ -202,8 +197,12 @@ impl Endpoint {
         }
     }
 
-    /// Insert a peer's address (from its [`Endpoint::name`]).
+    /// Insert a peer's address (from its [`Endpoint::name`]); a name inserted before gives the
+    /// same peer.
     pub fn insert(&self, name: &[u8]) -> Result<Peer, FiError> {
+        if let Some(&p) = self.peers.borrow().get(name) {
+            return Ok(p);
+        }
         let mut addr: sys::fi_addr_t = 0;
         // SAFETY: the address vector is open; `name` holds one address of this provider's
         // format (the provider validates it); `addr` receives one fi_addr_t.
@@ -220,7 +219,13 @@ impl Endpoint {
         if check("fi_av_insert", ret)? != 1 {
             return Err(FiError::new("fi_av_insert", -(sys::FI_EINVAL as i64)));
         }
-        Ok(Peer(addr))
+        let mut peers = self.peers.borrow_mut();
+        let peer = Peer {
+            addr,
+            index: peers.len() as u32,
+        };
+        peers.insert(name.to_vec(), peer);
+        Ok(peer)
     }
 
     /// Register memory for the life of `'a` so that peers can reach it.
@@ -254,61 +259,97 @@ impl Endpoint {
         Ok(out)
     }
 
-    /// Issue one operation, progressing and retrying while the provider says FI_EAGAIN (a
-    /// full queue, or a peer that does not take more); `keep_waiting` is asked every few
-    /// milliseconds meanwhile and ends the retries with an error when it says no.
+    /// Post one operation to `peer`, progressing and retrying while the provider says FI_EAGAIN
+    /// (a full queue, or a peer that does not take more); `keep_waiting` is asked every few
+    /// milliseconds meanwhile and ends the retries with an error when it says no. With `slot`,
+    /// the operation gets a slot of its own to wait for (keeping `keep` until it settles);
+    /// without, it is counted for the peer's flush only. `call` gets the operation's context.
     pub(crate) fn post(
         &self,
         op: &str,
+        peer: Peer,
+        slot: bool,
+        keep: Option<Staged>,
         keep_waiting: &dyn Fn() -> Waiting,
-        mut call: impl FnMut() -> isize,
-    ) -> Result<(), FiError> {
+        mut call: impl FnMut(*mut libc::c_void) -> isize,
+    ) -> Result<Option<Slot>, FiError> {
         self.core.touch();
+        let (ctx, slot) = self.core.track().issue(peer.index, slot, keep);
         let mut patience = Patience::new(&self.core, keep_waiting);
         loop {
-            let ret = call();
-            if ret == -(sys::FI_EAGAIN as isize) {
+            let ret = call(ctx as *mut libc::c_void);
+            let failed = if ret == -(sys::FI_EAGAIN as isize) {
                 self.core.poll();
-                patience.tick(op)?;
-                continue;
+                patience.tick(op).err()
+            } else {
+                check(op, ret as i64).err()
+            };
+            match failed {
+                None if ret == 0 => return Ok(slot),
+                None => continue,
+                Some(e) => {
+                    let kept = self.core.track().withdraw(ctx);
+                    drop(kept);
+                    return Err(e);
+                }
             }
-            check(op, ret as i64)?;
-            self.issued.set(self.issued.get() + 1);
-            return Ok(());
         }
     }
 
-    /// Wait until every operation issued so far has completed (delivered at its target when
-    /// the provider gives FI_DELIVERY_COMPLETE). `keep_waiting` is asked every few milliseconds
-    /// and ends the wait with an error when it says no (a peer known to be dead).
-    pub fn complete(&self, keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
-        let want = self.issued.get();
+    /// Wait until the operation of `slot` has settled; returns what its slot kept, or its
+    /// failure. `keep_waiting` as in [`Endpoint::post`]; a wait given up abandons the slot.
+    pub(crate) fn wait_slot(
+        &self,
+        op: &str,
+        slot: Slot,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<Option<Staged>, FiError> {
         self.core.touch();
         let mut patience = Patience::new(&self.core, keep_waiting);
         loop {
-            // SAFETY: the counter is open.
-            let (done, errs) = unsafe {
-                (
-                    sys::fi_cntr_read(self.core.cntr),
-                    sys::fi_cntr_readerr(self.core.cntr),
-                )
-            };
-            if errs > self.errors_seen.get() {
-                self.errors_seen.set(errs);
-                // Failed operations count as finished: forget them so later waits can end.
-                return Err(FiError::with_detail(
-                    "operation",
-                    sys::FI_EIO as i32,
-                    self.core.take_error(),
-                ));
-            }
-            if done + errs >= want {
+            if let Some((keep, failed)) = self.core.track().take(slot) {
                 self.core.touch();
-                return Ok(());
+                return match failed {
+                    None => Ok(keep),
+                    Some(text) => Err(FiError::with_detail(op, sys::FI_EIO as i32, text)),
+                };
+            }
+            self.core.poll();
+            if let Err(e) = patience.tick(op) {
+                let kept = self.core.track().abandon(slot);
+                drop(kept);
+                return Err(e);
+            }
+        }
+    }
+
+    /// Wait until every operation posted to `peer` so far has settled (delivered at the peer,
+    /// for a provider that gives FI_DELIVERY_COMPLETE); the first failure of an operation not
+    /// waited for on its own is reported here, once. `keep_waiting` is asked every few
+    /// milliseconds and ends the wait with an error when it says no (a peer known to be dead).
+    pub fn flush(&self, peer: Peer, keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
+        self.core.touch();
+        let mut patience = Patience::new(&self.core, keep_waiting);
+        loop {
+            let flushed = self.core.track().flushed(peer.index);
+            match flushed {
+                Some(Ok(())) => {
+                    self.core.touch();
+                    return Ok(());
+                }
+                Some(Err(text)) => {
+                    return Err(FiError::with_detail("operation", sys::FI_EIO as i32, text));
+                }
+                None => {}
             }
             self.core.poll();
             patience.tick("operation")?;
         }
+    }
+
+    /// Whether any operation of this endpoint is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.core.track().in_flight()
     }
 
     /// Let the provider move pending work (the caller is driving the endpoint: the progress
@@ -340,15 +381,17 @@ pub enum Waiting {
     GiveUp,
 }
 
-/// The pace of a wait on the provider: spin a little, then yield the core on every round (a
-/// [`Backoff`]; or block in the wait object while the caller says [`Waiting::Idle`]), and every
-/// [`CHECK_EVERY`] ask the caller whether and how to go on.
+/// The pace of a wait on the provider: poll back to back for [`SPIN_ROUNDS`], then spin a little
+/// and yield the core on every round (a [`Backoff`]; or block in the wait object while the
+/// caller says [`Waiting::Idle`]), and every [`CHECK_EVERY`] ask the caller whether and how to
+/// go on.
 struct Patience<'a> {
     core: &'a Core,
     keep_waiting: &'a dyn Fn() -> Waiting,
     checked: Instant,
     backoff: Backoff,
     idle: bool,
+    rounds: u32,
 }
 
 impl<'a> Patience<'a> {
@@ -359,18 +402,24 @@ impl<'a> Patience<'a> {
             checked: Instant::now(),
             backoff: Backoff::new(),
             idle: false,
+            rounds: 0,
         }
     }
 
     /// One round of waiting for `op`; an error once `keep_waiting` gives up.
     fn tick(&mut self, op: &str) -> Result<(), FiError> {
+        self.rounds = self.rounds.saturating_add(1);
+        let spinning = self.rounds < SPIN_ROUNDS;
         if self.idle {
             self.core.touch();
             self.core.wait();
+        } else if spinning {
+            std::hint::spin_loop();
         } else {
             self.backoff.snooze();
         }
-        if self.checked.elapsed() >= CHECK_EVERY {
+        let look = !spinning || self.idle || self.rounds.is_multiple_of(CLOCK_EVERY);
+        if look && self.checked.elapsed() >= CHECK_EVERY {
             match (self.keep_waiting)() {
                 Waiting::GiveUp => {
                     return Err(FiError::with_detail(
@@ -389,6 +438,14 @@ impl<'a> Patience<'a> {
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
+        let since = Instant::now();
+        while self.in_flight() && since.elapsed() < DRAIN {
+            self.core.poll();
+            std::thread::yield_now();
+        }
+        // Memory the provider may still write into is never freed.
+        let stranded = self.core.track().strand();
+        std::mem::forget(stranded);
         self.progress.stop.store(true, Ordering::Release);
         if self.core.waitable {
             // SAFETY: the queue is open; fi_cq_signal wakes a thread blocked in fi_cq_sread.

@@ -2,7 +2,7 @@
 //!
 //! Everything that touches libfabric's C API lives here, each `unsafe` block with the reason it
 //! is sound. The safe layer owns every libfabric object and closes it on drop, in dependency
-//! order (endpoint before its counter, completion queue and address vector; memory regions
+//! order (endpoint before its completion queue and address vector; memory regions
 //! before their domain; domain before fabric):
 //!
 //! - [`Provider`]: one `fi_info` chosen by `fi_getinfo` for RDM endpoints with RMA and atomics
@@ -10,13 +10,15 @@
 //!   [`list`] describes every provider for `onesided info`.
 //! - [`Domain`]: fabric and domain of a provider; memory registration and atomic queries.
 //! - [`Region`]: registered memory, with the remote key and base address its peers use.
-//! - [`Endpoint`]: an RDM endpoint with its address vector, counter and completion queue, and
-//!   a progress thread for providers whose target side must be driven (tcp;ofi_rxm, shm).
+//! - [`Endpoint`]: an RDM endpoint with its address vector and completion queue, and a progress
+//!   thread for providers whose target side must be driven (tcp;ofi_rxm, shm).
 //!
-//! Operations return when their local buffers may be reused: a write copies small payloads into
-//! the provider (`FI_INJECT`), a read returns with the data. Remote completion is counted: every
-//! operation carries `FI_DELIVERY_COMPLETE`, and [`Endpoint::complete`] waits for the counter to
-//! reach the number issued.
+//! Blocking operations return when their local buffers may be reused: a write copies small
+//! payloads into the provider (`FI_INJECT`), a read returns with the data. Request forms return a
+//! [`Ticket`] at once and move data through buffers the endpoint owns. Completion is tracked per
+//! peer and per operation: every operation carries `FI_DELIVERY_COMPLETE` where the provider
+//! offers it, [`Endpoint::flush`] waits for one peer's operations, and a read or an atomic waits
+//! for its own completion only.
 //!
 //! Built only when libfabric was found (cfg `have_libfabric`); see `build.rs`. On docs.rs, which
 //! has no libfabric, the bindings checked in under `docsrs/` stand in, so this documentation is
@@ -44,6 +46,10 @@ mod info;
 mod ops;
 #[cfg(have_libfabric)]
 mod region;
+#[cfg(have_libfabric)]
+mod stage;
+#[cfg(have_libfabric)]
+mod track;
 
 #[cfg(have_libfabric)]
 pub use domain::{AtomicKind, AtomicOp, Datatype, Domain};
@@ -53,6 +59,8 @@ pub use endpoint::{Endpoint, Peer, Waiting};
 pub use error::FiError;
 #[cfg(have_libfabric)]
 pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, version};
+#[cfg(have_libfabric)]
+pub use ops::{Remote, Ticket};
 #[cfg(have_libfabric)]
 pub use region::{Access, Region, RegionKey};
 

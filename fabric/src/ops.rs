@@ -1,13 +1,24 @@
-//! RMA and atomics of an endpoint. Each returns when its local buffers may be reused: a small
-//! write is injected, a larger one waited for; reads and atomics wait for their completion.
-//! Where the provider demands registered local buffers (`FI_MR_LOCAL`), data and operands pass
-//! through the endpoint's registered bounce buffer.
+//! RMA and atomics of an endpoint.
+//!
+//! The blocking forms return when their local buffers may be reused: a small write is injected
+//! and counted for the peer's flush; other operations get a slot of their own and wait for it
+//! alone, not for unrelated operations in flight. Where the provider demands registered local
+//! buffers (`FI_MR_LOCAL`), small transfers and atomic operands pass through the endpoint's
+//! registered bounce buffer, and larger transfers register the caller's memory for the call
+//! (zero-copy). The request forms ([`Endpoint::start_write`], [`Endpoint::start_read`],
+//! [`Endpoint::start_fetch_atomic_many`]) move data through buffers the endpoint owns until the
+//! operations settle, and return a [`Ticket`].
 
+use crate::core::Core;
 use crate::domain::{AtomicKind, AtomicOp, Datatype};
 use crate::endpoint::{BOUNCE, Endpoint, Peer, Waiting};
 use crate::error::FiError;
+use crate::region::{Access, Mr};
+use crate::stage::Staged;
 use crate::sys;
+use crate::track::Slot;
 use std::ptr;
+use std::sync::Arc;
 
 /// Offsets in the bounce buffer of atomic operand, compare value and result.
 const OPERAND: usize = 0;
@@ -15,22 +26,65 @@ const COMPARE: usize = 64;
 const RESULT: usize = 128;
 
 /// Where in a peer's memory an operation goes.
-#[derive(Clone, Copy)]
-struct Target {
-    peer: Peer,
-    addr: u64,
-    key: u64,
+#[derive(Debug, Clone, Copy)]
+pub struct Remote {
+    /// The peer.
+    pub peer: Peer,
+    /// The address in the peer's addressing (virtual address or offset, by MR mode).
+    pub addr: u64,
+    /// The key of the peer's region.
+    pub key: u64,
+}
+
+impl Remote {
+    fn at(self, offset: usize) -> Remote {
+        Remote {
+            addr: self.addr + offset as u64,
+            ..self
+        }
+    }
+}
+
+/// Operations posted by a request form, waited for by [`Endpoint::finish`] or polled by
+/// [`Endpoint::test`]. Dropped unfinished, the operations settle on their own, and the buffers
+/// they use are freed only then.
+pub struct Ticket {
+    slots: Vec<Slot>,
+    /// Where results land (reads, fetching atomics), at `result`.
+    staged: Option<Staged>,
+    result: usize,
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("operations", &self.slots.len())
+            .finish()
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut track = self.core.track();
+        let freed: Vec<Staged> = self
+            .slots
+            .drain(..)
+            .filter_map(|s| track.abandon(s))
+            .collect();
+        drop(track);
+        drop(freed);
+    }
+}
+
+fn invalid(op: &str) -> FiError {
+    FiError::new(op, -(sys::FI_EINVAL as i64))
 }
 
 impl Endpoint {
-    /// The largest piece one operation moves: the bounce buffer when local buffers must be
-    /// registered, else the provider's limit.
+    /// The largest piece one operation moves: the provider's limit.
     fn step(&self) -> usize {
-        if self.local_mr {
-            BOUNCE.min(self.max_msg)
-        } else {
-            self.max_msg
-        }
+        self.max_msg
     }
 
     fn bounce_desc(&self) -> *mut libc::c_void {
@@ -41,176 +95,221 @@ impl Endpoint {
         }
     }
 
-    /// Write `src` to `addr` (in the peer's addressing) under `key`; returns when `src` may be
-    /// reused. Small writes are injected; others wait for their completion.
+    /// Register `len` bytes at `addr` of the caller's memory for one blocking call, where the
+    /// provider demands registered local buffers and the transfer is larger than the bounce
+    /// buffer; `None` where no registration is needed.
+    ///
+    /// # Safety
+    /// The memory must stay valid until the returned registration is dropped.
+    unsafe fn lend(&self, addr: usize, len: usize) -> Result<Option<Mr>, FiError> {
+        if !self.local_mr || len <= BOUNCE {
+            return Ok(None);
+        }
+        // SAFETY: guaranteed by the caller; the endpoint keeps its domain open.
+        unsafe { Mr::register(&self.core, addr, len, Access::Local).map(Some) }
+    }
+
+    /// Write `src` to `to`; returns when `src` may be reused. Small writes are injected and
+    /// counted for the peer's flush; others wait for their own completion.
     pub fn write(
         &self,
         src: &[u8],
-        peer: Peer,
-        addr: u64,
-        key: u64,
+        to: Remote,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
-        let step = self.step();
-        for (i, chunk) in src.chunks(step).enumerate() {
-            let at = addr + (i * step) as u64;
-            if chunk.len() <= self.inject {
-                self.rma_msg(
-                    "fi_writemsg",
-                    chunk.as_ptr() as usize,
-                    chunk.len(),
-                    ptr::null_mut(),
-                    Target {
-                        peer,
-                        addr: at,
-                        key,
-                    },
-                    sys::FI_INJECT as u64,
-                    keep_waiting,
-                )?;
-                continue;
-            }
-            let (buf, desc) = if self.local_mr {
-                self.bounce
-                    .mem()
-                    .write(0, chunk)
-                    .map_err(|_| FiError::new("bounce", -(sys::FI_EINVAL as i64)))?;
-                (self.bounce.mem().addr(), self.bounce.desc())
-            } else {
-                (chunk.as_ptr() as usize, ptr::null_mut())
-            };
-            let to = Target {
-                peer,
-                addr: at,
-                key,
-            };
-            self.rma_msg("fi_writemsg", buf, chunk.len(), desc, to, 0, keep_waiting)?;
-            self.complete(keep_waiting)?;
+        if src.len() <= self.inject {
+            return self.inject(src, to, keep_waiting);
         }
-        Ok(())
+        if self.local_mr && src.len() <= BOUNCE {
+            let b = self.bounce.mem();
+            b.write(0, src).map_err(|_| invalid("bounce"))?;
+            let slot = self.rma_write(
+                b.addr(),
+                src.len(),
+                self.bounce.desc(),
+                to,
+                None,
+                false,
+                keep_waiting,
+            )?;
+            return self.wait_all(&slot.into_iter().collect::<Vec<_>>(), keep_waiting);
+        }
+        // SAFETY: `src` is borrowed until this call returns, after the wait below.
+        let lent = unsafe { self.lend(src.as_ptr() as usize, src.len())? };
+        let desc = lent.as_ref().map_or(ptr::null_mut(), Mr::desc);
+        let mut slots = Vec::new();
+        let posted = src.chunks(self.step()).enumerate().try_for_each(|(i, c)| {
+            let at = to.at(i * self.step());
+            let s = self.rma_write(
+                c.as_ptr() as usize,
+                c.len(),
+                desc,
+                at,
+                None,
+                false,
+                keep_waiting,
+            )?;
+            slots.extend(s);
+            Ok(())
+        });
+        let waited = self.wait_all(&slots, keep_waiting);
+        posted.and(waited)
     }
 
-    /// Read `dst.len()` bytes at `addr` under `key`; returns with the data in `dst`.
+    /// Read `dst.len()` bytes at `from`; returns with the data in `dst`.
     pub fn read(
         &self,
         dst: &mut [u8],
-        peer: Peer,
-        addr: u64,
-        key: u64,
+        from: Remote,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
-        let step = self.step();
-        for (i, chunk) in dst.chunks_mut(step).enumerate() {
-            let at = addr + (i * step) as u64;
-            if self.local_mr {
-                let b = self.bounce.mem();
-                let from = Target {
-                    peer,
-                    addr: at,
-                    key,
-                };
-                self.rma_read(
-                    b.addr(),
-                    chunk.len(),
-                    self.bounce.desc(),
-                    from,
-                    keep_waiting,
-                )?;
-                self.complete(keep_waiting)?;
-                b.read(0, chunk)
-                    .map_err(|_| FiError::new("bounce", -(sys::FI_EINVAL as i64)))?;
-            } else {
-                self.rma_read(
-                    chunk.as_mut_ptr() as usize,
-                    chunk.len(),
-                    ptr::null_mut(),
-                    Target {
-                        peer,
-                        addr: at,
-                        key,
-                    },
-                    keep_waiting,
-                )?;
-                self.complete(keep_waiting)?;
-            }
+        if self.local_mr && dst.len() <= BOUNCE {
+            let b = self.bounce.mem();
+            let slot = self.rma_read(
+                b.addr(),
+                dst.len(),
+                self.bounce.desc(),
+                from,
+                None,
+                keep_waiting,
+            )?;
+            self.wait_all(&[slot], keep_waiting)?;
+            return b.read(0, dst).map_err(|_| invalid("bounce"));
         }
-        Ok(())
+        let (addr, len) = (dst.as_mut_ptr() as usize, dst.len());
+        // SAFETY: `dst` is borrowed until this call returns, after the wait below.
+        let lent = unsafe { self.lend(addr, len)? };
+        let desc = lent.as_ref().map_or(ptr::null_mut(), Mr::desc);
+        let step = self.step();
+        let mut slots = Vec::new();
+        let posted = (0..len).step_by(step).try_for_each(|at| {
+            let n = step.min(len - at);
+            slots.push(self.rma_read(addr + at, n, desc, from.at(at), None, keep_waiting)?);
+            Ok(())
+        });
+        let waited = self.wait_all(&slots, keep_waiting);
+        posted.and(waited)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn rma_msg(
+    /// Inject `src` (at most the provider's inject size) to `to`: reusable at once, counted for
+    /// the peer's flush.
+    fn inject(
         &self,
-        op: &str,
+        src: &[u8],
+        to: Remote,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<(), FiError> {
+        let (buf, len) = (src.as_ptr() as usize, src.len());
+        self.rma_write(buf, len, ptr::null_mut(), to, None, true, keep_waiting)
+            .map(drop)
+    }
+
+    /// Wait for every slot of `slots`, also after a failure; the first failure is returned.
+    fn wait_all(&self, slots: &[Slot], keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
+        let mut first = Ok(());
+        for &s in slots {
+            let waited = self.wait_slot("operation", s, keep_waiting);
+            if first.is_ok() {
+                first = waited.map(drop);
+            }
+        }
+        first
+    }
+
+    /// Post one write of `len` bytes at `buf`: injected (counted only) when `inject`, else with
+    /// a slot of its own, keeping `keep` until it settles.
+    #[allow(clippy::too_many_arguments)]
+    fn rma_write(
+        &self,
         buf: usize,
         len: usize,
         mut desc: *mut libc::c_void,
-        to: Target,
-        flags: u64,
+        to: Remote,
+        keep: Option<Staged>,
+        inject: bool,
         keep_waiting: &dyn Fn() -> Waiting,
-    ) -> Result<(), FiError> {
-        let Target { peer, addr, key } = to;
+    ) -> Result<Option<Slot>, FiError> {
         let mut iov = libc::iovec {
             iov_base: buf as *mut libc::c_void,
             iov_len: len,
         };
-        let mut rma = sys::fi_rma_iov { addr, len, key };
-        let msg = sys::fi_msg_rma {
-            msg_iov: (&raw mut iov).cast(),
-            desc: &mut desc,
-            iov_count: 1,
-            addr: peer.0,
-            rma_iov: &mut rma,
-            rma_iov_count: 1,
-            context: ptr::null_mut(),
-            data: 0,
+        let mut rma = sys::fi_rma_iov {
+            addr: to.addr,
+            len,
+            key: to.key,
         };
+        let flags = if inject { sys::FI_INJECT as u64 } else { 0 } | self.delivery;
+        let slot = !inject;
         // SAFETY: the endpoint is open; `buf` is valid for `len` bytes until the call returns
-        // (FI_INJECT copies it) or until the caller waits for completion before releasing it;
-        // `msg` and what it points to live across the call.
-        self.post(op, keep_waiting, || unsafe {
-            sys::fi_writemsg(self.core.ep, &msg, flags | self.delivery)
-        })
+        // (FI_INJECT copies it), or is kept by the slot, or the caller waits for the slot
+        // before releasing it; `msg` and what it points to live across the call.
+        self.post(
+            "fi_writemsg",
+            to.peer,
+            slot,
+            keep,
+            keep_waiting,
+            |ctx| unsafe {
+                let msg = sys::fi_msg_rma {
+                    msg_iov: (&raw mut iov).cast(),
+                    desc: &mut desc,
+                    iov_count: 1,
+                    addr: to.peer.addr,
+                    rma_iov: &mut rma,
+                    rma_iov_count: 1,
+                    context: ctx,
+                    data: 0,
+                };
+                sys::fi_writemsg(self.core.ep, &msg, flags | sys::FI_COMPLETION as u64)
+            },
+        )
     }
 
+    /// Post one read of `len` bytes into `buf`, with a slot of its own keeping `keep`.
     fn rma_read(
         &self,
         buf: usize,
         len: usize,
         desc: *mut libc::c_void,
-        from: Target,
+        from: Remote,
+        keep: Option<Staged>,
         keep_waiting: &dyn Fn() -> Waiting,
-    ) -> Result<(), FiError> {
-        let Target { peer, addr, key } = from;
-        // SAFETY: the endpoint is open; `buf` is writable for `len` bytes and the caller waits
-        // for completion before using or releasing it.
-        self.post("fi_read", keep_waiting, || unsafe {
-            sys::fi_read(
-                self.core.ep,
-                buf as *mut libc::c_void,
-                len,
-                desc,
-                peer.0,
-                addr,
-                key,
-                ptr::null_mut(),
-            )
-        })
+    ) -> Result<Slot, FiError> {
+        // SAFETY: the endpoint is open; `buf` is writable for `len` bytes and is kept by the
+        // slot, or the caller waits for the slot before using or releasing it.
+        let slot = self.post(
+            "fi_read",
+            from.peer,
+            true,
+            keep,
+            keep_waiting,
+            |ctx| unsafe {
+                sys::fi_read(
+                    self.core.ep,
+                    buf as *mut libc::c_void,
+                    len,
+                    desc,
+                    from.peer.addr,
+                    from.addr,
+                    from.key,
+                    ctx,
+                )
+            },
+        )?;
+        slot.ok_or_else(|| invalid("fi_read"))
     }
 
-    /// `op` on one `dtype` element at `addr` with `operand` (its bytes); the old value's bytes
+    /// `op` on one `dtype` element at `to` with `operand` (its bytes); the old value's bytes
     /// go to `result` (`fi_fetch_atomic`; `AtomicOp::Read` fetches only). There is no
     /// non-fetching form: libfabric 1.17's shm provider completes `fi_atomic` before the target
     /// has read the operand, and a wait is needed either way for the buffer to be reused.
-    #[allow(clippy::too_many_arguments)]
     pub fn fetch_atomic(
         &self,
         dtype: Datatype,
         op: AtomicOp,
         operand: &[u8],
         result: &mut [u8],
-        peer: Peer,
-        addr: u64,
-        key: u64,
+        to: Remote,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         let inputs = [(OPERAND, operand)];
@@ -219,8 +318,9 @@ impl Endpoint {
             dtype,
             &inputs,
             result,
+            to,
             keep_waiting,
-            |b, desc| {
+            |b, desc, ctx| {
                 // SAFETY: the endpoint is open; operand and result lie in the registered bounce
                 // buffer, which is not reused before completion (`bounced` waits for it).
                 unsafe {
@@ -231,98 +331,46 @@ impl Endpoint {
                         desc,
                         (b + RESULT) as *mut libc::c_void,
                         desc,
-                        peer.0,
-                        addr,
-                        key,
+                        to.peer.addr,
+                        to.addr,
+                        to.key,
                         dtype.raw(),
                         op.raw(),
-                        ptr::null_mut(),
+                        ctx,
                     )
                 }
             },
         )
     }
 
-    /// `op` on the `operands.len() / dtype.size()` consecutive `dtype` elements at `addr`, each
+    /// `op` on the `operands.len() / dtype.size()` consecutive `dtype` elements at `to`, each
     /// atomic on its own (not the whole); their old values go to `result`, as long as
-    /// `operands`. One `fi_fetch_atomic` carries as many elements as the provider allows for
-    /// `(dtype, op)` (`fi_query_atomic`'s count); operands and results pass through the bounce
-    /// buffer's halves, and the calls whose operands fit there together are in flight together,
-    /// with one wait for them.
-    #[allow(clippy::too_many_arguments)]
+    /// `operands`.
     pub fn fetch_atomic_many(
         &self,
         dtype: Datatype,
         op: AtomicOp,
         operands: &[u8],
         result: &mut [u8],
-        peer: Peer,
-        addr: u64,
-        key: u64,
+        to: Remote,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
-        const NAME: &str = "fi_fetch_atomic";
-        let size = dtype.size();
-        let invalid = || FiError::new(NAME, -(sys::FI_EINVAL as i64));
-        if operands.len() != result.len() || !operands.len().is_multiple_of(size) {
-            return Err(invalid());
+        if operands.len() != result.len() {
+            return Err(invalid("fi_fetch_atomic"));
         }
-        let half = BOUNCE / 2;
-        let max = self
-            .domain()
-            .atomic_count(dtype, op, AtomicKind::Fetch)
-            .min(half / size);
-        if max == 0 {
-            return Err(FiError::new(NAME, -(sys::FI_EOPNOTSUPP as i64)));
-        }
-        let (piece, batch) = (max * size, half);
-        let (b, desc) = (self.bounce.mem(), self.bounce_desc());
-        let batches = operands.chunks(batch).zip(result.chunks_mut(batch));
-        for (i, (src, dst)) in batches.enumerate() {
-            b.write(0, src).map_err(|_| invalid())?;
-            let posted = src.chunks(piece).enumerate().try_for_each(|(j, p)| {
-                let at = j * piece;
-                let to = addr + (i * batch + at) as u64;
-                // SAFETY: the endpoint is open; the piece's operands and results lie in the
-                // registered bounce buffer, which is not reused before the wait below (also
-                // when a later piece fails to post).
-                self.post(NAME, keep_waiting, || unsafe {
-                    sys::fi_fetch_atomic(
-                        self.core.ep,
-                        (b.addr() + at) as *const libc::c_void,
-                        p.len() / size,
-                        desc,
-                        (b.addr() + half + at) as *mut libc::c_void,
-                        desc,
-                        peer.0,
-                        to,
-                        key,
-                        dtype.raw(),
-                        op.raw(),
-                        ptr::null_mut(),
-                    )
-                })
-            });
-            let completed = self.complete(keep_waiting);
-            posted?;
-            completed?;
-            b.read(half, dst).map_err(|_| invalid())?;
-        }
-        Ok(())
+        let t = self.start_fetch_atomic_many(dtype, op, operands, to, keep_waiting)?;
+        self.finish(t, Some(result), keep_waiting)
     }
 
-    /// Compare-and-swap one `dtype` element at `addr`: stores `swap` if it equals `compare`;
+    /// Compare-and-swap one `dtype` element at `to`: stores `swap` if it equals `compare`;
     /// the old value's bytes go to `result`.
-    #[allow(clippy::too_many_arguments)]
     pub fn compare_swap(
         &self,
         dtype: Datatype,
         compare: &[u8],
         swap: &[u8],
         result: &mut [u8],
-        peer: Peer,
-        addr: u64,
-        key: u64,
+        to: Remote,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         let inputs = [(OPERAND, swap), (COMPARE, compare)];
@@ -331,8 +379,9 @@ impl Endpoint {
             dtype,
             &inputs,
             result,
+            to,
             keep_waiting,
-            |b, desc| {
+            |b, desc, ctx| {
                 // SAFETY: the endpoint is open; swap, compare and result lie in the registered
                 // bounce buffer, which is not reused before completion (`bounced` waits for it).
                 unsafe {
@@ -345,12 +394,12 @@ impl Endpoint {
                         desc,
                         (b + RESULT) as *mut libc::c_void,
                         desc,
-                        peer.0,
-                        addr,
-                        key,
+                        to.peer.addr,
+                        to.addr,
+                        to.key,
                         dtype.raw(),
                         AtomicOp::Cswap.raw(),
-                        ptr::null_mut(),
+                        ctx,
                     )
                 }
             },
@@ -358,28 +407,173 @@ impl Endpoint {
     }
 
     /// One fetching atomic through the bounce buffer: copy each `(offset, bytes)` input there,
-    /// issue `call(bounce address, descriptor)`, wait for completion, copy the old value out.
+    /// post `call(bounce address, descriptor, context)`, wait for its completion, copy the old
+    /// value out.
+    #[allow(clippy::too_many_arguments)]
     fn bounced(
         &self,
         op: &str,
         dtype: Datatype,
         inputs: &[(usize, &[u8])],
         result: &mut [u8],
+        to: Remote,
         keep_waiting: &dyn Fn() -> Waiting,
-        mut call: impl FnMut(usize, *mut libc::c_void) -> isize,
+        mut call: impl FnMut(usize, *mut libc::c_void, *mut libc::c_void) -> isize,
     ) -> Result<(), FiError> {
         let size = dtype.size();
-        let invalid = || FiError::new(op, -(sys::FI_EINVAL as i64));
         if result.len() < size || inputs.iter().any(|(_, v)| v.len() < size) {
-            return Err(invalid());
+            return Err(invalid(op));
         }
         let b = self.bounce.mem();
         for (at, v) in inputs {
-            b.write(*at, &v[..size]).map_err(|_| invalid())?;
+            b.write(*at, &v[..size]).map_err(|_| invalid(op))?;
         }
         let desc = self.bounce_desc();
-        self.post(op, keep_waiting, || call(b.addr(), desc))?;
-        self.complete(keep_waiting)?;
-        b.read(RESULT, &mut result[..size]).map_err(|_| invalid())
+        let slot = self.post(op, to.peer, true, None, keep_waiting, |ctx| {
+            call(b.addr(), desc, ctx)
+        })?;
+        self.wait_slot(op, slot.ok_or_else(|| invalid(op))?, keep_waiting)?;
+        b.read(RESULT, &mut result[..size]).map_err(|_| invalid(op))
+    }
+
+    fn ticket(&self, slots: Vec<Slot>, staged: Option<Staged>, result: usize) -> Ticket {
+        Ticket {
+            slots,
+            staged,
+            result,
+            core: self.core.clone(),
+        }
+    }
+
+    /// Start writing `src` to `to`: `src` is copied (injected when small, else into a buffer
+    /// the endpoint owns), so it may be reused at once; the ticket completes when the write is
+    /// complete at this origin.
+    pub fn start_write(
+        &self,
+        src: &[u8],
+        to: Remote,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<Ticket, FiError> {
+        if src.len() <= self.inject {
+            self.inject(src, to, keep_waiting)?;
+            return Ok(self.ticket(Vec::new(), None, 0));
+        }
+        let staged = Staged::new(&self.core, src.len(), self.local_mr)?;
+        staged.write(0, src)?;
+        let mut t = self.ticket(Vec::new(), None, 0);
+        let (base, desc, step) = (staged.mem().addr(), staged.desc(), self.step());
+        for at in (0..src.len()).step_by(step) {
+            let n = step.min(src.len() - at);
+            let keep = Some(staged.clone());
+            let s = self.rma_write(base + at, n, desc, to.at(at), keep, false, keep_waiting)?;
+            t.slots.extend(s);
+        }
+        Ok(t)
+    }
+
+    /// Start reading `len` bytes at `from` into a buffer the endpoint owns; [`Endpoint::finish`]
+    /// hands them over.
+    pub fn start_read(
+        &self,
+        len: usize,
+        from: Remote,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<Ticket, FiError> {
+        let staged = Staged::new(&self.core, len, self.local_mr)?;
+        let mut t = self.ticket(Vec::new(), Some(staged.clone()), 0);
+        let (base, desc, step) = (staged.mem().addr(), staged.desc(), self.step());
+        for at in (0..len).step_by(step) {
+            let n = step.min(len - at);
+            let keep = Some(staged.clone());
+            t.slots
+                .push(self.rma_read(base + at, n, desc, from.at(at), keep, keep_waiting)?);
+        }
+        Ok(t)
+    }
+
+    /// Start `op` on the `operands.len() / dtype.size()` consecutive `dtype` elements at `to`,
+    /// each atomic on its own; the old values are fetched (see [`Endpoint::fetch_atomic`]) into a
+    /// buffer the endpoint owns, which [`Endpoint::finish`] hands over. One `fi_fetch_atomic`
+    /// carries as many elements as the provider allows for `(dtype, op)` (`fi_query_atomic`'s
+    /// count), all in flight together.
+    pub fn start_fetch_atomic_many(
+        &self,
+        dtype: Datatype,
+        op: AtomicOp,
+        operands: &[u8],
+        to: Remote,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<Ticket, FiError> {
+        const NAME: &str = "fi_fetch_atomic";
+        let (size, len) = (dtype.size(), operands.len());
+        if !len.is_multiple_of(size) {
+            return Err(invalid(NAME));
+        }
+        let max = self.domain().atomic_count(dtype, op, AtomicKind::Fetch);
+        if max == 0 {
+            return Err(FiError::new(NAME, -(sys::FI_EOPNOTSUPP as i64)));
+        }
+        let staged = Staged::new(&self.core, 2 * len, self.local_mr)?;
+        staged.write(0, operands)?;
+        let mut t = self.ticket(Vec::new(), Some(staged.clone()), len);
+        let (base, desc, piece) = (staged.mem().addr(), staged.desc(), max * size);
+        for at in (0..len).step_by(piece) {
+            let n = piece.min(len - at);
+            let to = to.at(at);
+            let keep = Some(staged.clone());
+            // SAFETY: the endpoint is open; the piece's operands and results lie in the staged
+            // buffer, which the slot keeps until the operation settles.
+            let s = self.post(NAME, to.peer, true, keep, keep_waiting, |ctx| unsafe {
+                sys::fi_fetch_atomic(
+                    self.core.ep,
+                    (base + at) as *const libc::c_void,
+                    n / size,
+                    desc,
+                    (base + len + at) as *mut libc::c_void,
+                    desc,
+                    to.peer.addr,
+                    to.addr,
+                    to.key,
+                    dtype.raw(),
+                    op.raw(),
+                    ctx,
+                )
+            })?;
+            t.slots.extend(s);
+        }
+        Ok(t)
+    }
+
+    /// Whether every operation of `ticket` has settled (progressing the endpoint once).
+    pub fn test(&self, ticket: &Ticket) -> bool {
+        self.core.touch();
+        self.core.poll();
+        let track = self.core.track();
+        ticket.slots.iter().all(|&s| track.settled(s))
+    }
+
+    /// Wait for every operation of `ticket`; the bytes read or fetched go to `out` (as many as
+    /// it holds). The first failure is returned, after every operation has been waited for.
+    pub fn finish(
+        &self,
+        mut ticket: Ticket,
+        out: Option<&mut [u8]>,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<(), FiError> {
+        let slots = std::mem::take(&mut ticket.slots);
+        let mut waited = Ok(());
+        for (i, &s) in slots.iter().enumerate() {
+            if let Err(e) = self.wait_slot("operation", s, keep_waiting) {
+                // The slots not waited for yet are abandoned with the ticket.
+                ticket.slots = slots[i + 1..].to_vec();
+                waited = Err(e);
+                break;
+            }
+        }
+        waited?;
+        match (out, &ticket.staged) {
+            (Some(out), Some(staged)) => staged.read(ticket.result, out),
+            _ => Ok(()),
+        }
     }
 }

@@ -44,33 +44,34 @@ pub struct RegionKey {
 /// Keys chosen by onesided where the provider does not choose them (no `FI_MR_PROV_KEY`).
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
-/// A raw registration, closed on drop; the memory must outlive it.
-pub(crate) struct RawRegion {
-    mr: *mut sys::fid_mr,
-    /// Keeps the endpoint (and its domain) open while the region is.
-    core: Arc<Core>,
-}
+/// One registration, closed on drop; the memory must outlive it, and the domain it was made on
+/// must be open until then.
+pub(crate) struct Mr(*mut sys::fid_mr);
 
-impl RawRegion {
-    /// Register `len` bytes at `addr`; binds to `ep` and enables when the mode demands it.
+// SAFETY: the domain is FI_THREAD_SAFE; a registration is only read (desc, key) and closed.
+unsafe impl Send for Mr {}
+// SAFETY: as above: shared references only read the descriptor.
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    /// Register `len` bytes at `addr` on `core`'s domain; binds to its endpoint and enables
+    /// when the mode demands it.
     ///
     /// # Safety
-    /// The memory must stay valid (mapped, and not freed) until the returned region is dropped.
+    /// The memory must stay valid (mapped, and not freed) until the registration is dropped,
+    /// and `core`'s domain open.
     pub(crate) unsafe fn register(
-        core: &Arc<Core>,
+        core: &Core,
         addr: usize,
         len: usize,
         access: Access,
-    ) -> Result<RawRegion, FiError> {
+    ) -> Result<Mr, FiError> {
         let domain = core.domain();
         let mode = domain.provider().mr_mode();
-        let mut r = RawRegion {
-            mr: ptr::null_mut(),
-            core: core.clone(),
-        };
+        let mut r = Mr(ptr::null_mut());
         let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the domain is open; the caller keeps the memory valid for the region's life;
-        // the out-pointer is closed by Drop.
+        // SAFETY: the domain is open; the caller keeps the memory valid for the registration's
+        // life; the out-pointer is closed by Drop.
         check("fi_mr_reg", unsafe {
             sys::fi_mr_reg(
                 domain.raw(),
@@ -80,26 +81,65 @@ impl RawRegion {
                 0,
                 key,
                 0,
-                &mut r.mr,
+                &mut r.0,
                 ptr::null_mut(),
             )
         })?;
         if mode.contains(MrMode::ENDPOINT) {
-            // SAFETY: both objects are open; the region holds the endpoint's core, so the
-            // endpoint outlives it.
+            // SAFETY: both objects are open; the endpoint is closed only after every region
+            // bound to it (regions hold its core; staged buffers live in it).
             check("fi_mr_bind", unsafe {
-                sys::fi_mr_bind(r.mr, &mut (*core.ep()).fid, 0)
+                sys::fi_mr_bind(r.0, &mut (*core.ep()).fid, 0)
             })?;
-            // SAFETY: the region is open and bound.
-            check("fi_mr_enable", unsafe { sys::fi_mr_enable(r.mr) })?;
+            // SAFETY: the registration is open and bound.
+            check("fi_mr_enable", unsafe { sys::fi_mr_enable(r.0) })?;
         }
         Ok(r)
     }
 
+    /// The descriptor to pass with local buffers in this registration.
+    pub(crate) fn desc(&self) -> *mut libc::c_void {
+        // SAFETY: the registration is open.
+        unsafe { sys::fi_mr_desc(self.0) }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: opened by `register`, closed once here.
+        unsafe { close(self.0.cast()) }
+    }
+}
+
+/// A registration that keeps its endpoint (and domain) open; the memory must outlive it.
+pub(crate) struct RawRegion {
+    mr: Mr,
+    /// Keeps the endpoint (and its domain) open while the region is.
+    core: Arc<Core>,
+}
+
+impl RawRegion {
+    /// Register `len` bytes at `addr` (see [`Mr::register`]).
+    ///
+    /// # Safety
+    /// The memory must stay valid (mapped, and not freed) until the returned region is dropped.
+    pub(crate) unsafe fn register(
+        core: &Arc<Core>,
+        addr: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<RawRegion, FiError> {
+        Ok(RawRegion {
+            // SAFETY: the caller keeps the memory valid; the region holds the core, so the
+            // domain stays open.
+            mr: unsafe { Mr::register(core, addr, len, access)? },
+            core: core.clone(),
+        })
+    }
+
     /// The descriptor to pass with local buffers in this region.
     pub(crate) fn desc(&self) -> *mut libc::c_void {
-        // SAFETY: the region is open.
-        unsafe { sys::fi_mr_desc(self.mr) }
+        self.mr.desc()
     }
 
     fn key(&self, addr: usize) -> Result<RegionKey, FiError> {
@@ -112,7 +152,7 @@ impl RawRegion {
             let mut raw_base = base;
             // SAFETY: the region is open; `key` has `size` writable bytes, as `size` says.
             check("fi_mr_raw_attr", unsafe {
-                sys::fi_mr_raw_attr(self.mr, &mut raw_base, key.as_mut_ptr(), &mut size, 0)
+                sys::fi_mr_raw_attr(self.mr.0, &mut raw_base, key.as_mut_ptr(), &mut size, 0)
             })?;
             key.truncate(size);
             return Ok(RegionKey {
@@ -122,19 +162,12 @@ impl RawRegion {
             });
         }
         // SAFETY: the region is open.
-        let key = unsafe { sys::fi_mr_key(self.mr) };
+        let key = unsafe { sys::fi_mr_key(self.mr.0) };
         Ok(RegionKey {
             base,
             key: key.to_le_bytes().to_vec(),
             raw: false,
         })
-    }
-}
-
-impl Drop for RawRegion {
-    fn drop(&mut self) {
-        // SAFETY: the region was opened by `register` and is closed once, here.
-        unsafe { close(self.mr.cast()) }
     }
 }
 

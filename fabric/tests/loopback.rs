@@ -1,9 +1,12 @@
 //! Two endpoints of one process, each with its own progress thread, over the real tcp
 //! (tcp;ofi_rxm) and shm providers, with the provider's own MR mode and with the verbs-style
-//! mode requested: writes and reads land, atomics count exactly, compare-and-swap swaps once.
+//! mode requested: writes and reads land, atomics count exactly, compare-and-swap swaps once,
+//! request forms complete with their data, also when many are in flight or one is dropped.
 #![cfg(have_libfabric)]
 
-use onesided_fabric::{AtomicOp, Datatype, Domain, Endpoint, MrMode, Provider, Request, Waiting};
+use onesided_fabric::{
+    AtomicOp, Datatype, Domain, Endpoint, MrMode, Provider, Remote, Request, Waiting,
+};
 use onesided_shm::Mem;
 
 fn run(provider: &str, mr_mode: MrMode) {
@@ -22,30 +25,50 @@ fn run(provider: &str, mr_mode: MrMode) {
     let key = region.key().unwrap();
     let rkey = a.map_key(&key).unwrap();
     let live = || Waiting::Poll;
+    let at = |offset: u64| Remote {
+        peer,
+        addr: key.base + offset,
+        key: rkey,
+    };
 
     let small = [7u8; 8];
-    a.write(&small, peer, key.base + 8, rkey, &live).unwrap();
+    a.write(&small, at(8), &live).unwrap();
     let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    a.write(&big, peer, key.base + 4096, rkey, &live).unwrap();
-    a.complete(&live).unwrap();
+    a.write(&big, at(4096), &live).unwrap();
+    a.flush(peer, &live).unwrap();
     let mut back = [0u8; 8];
     region.mem().read(8, &mut back).unwrap();
     assert_eq!(back, small);
     let mut got = vec![0u8; big.len()];
-    a.read(&mut got, peer, key.base + 4096, rkey, &live)
-        .unwrap();
+    a.read(&mut got, at(4096), &live).unwrap();
     assert_eq!(got, big);
 
-    let fetch = |op: AtomicOp, v: u64, at: u64| {
+    // Request forms: 64 reads in flight together, a write, and a dropped read.
+    let tickets: Vec<_> = (0..64u64)
+        .map(|i| a.start_read(8, at(4096 + 8 * i), &live).unwrap())
+        .collect();
+    for (i, t) in tickets.into_iter().enumerate() {
+        let mut got = [0u8; 8];
+        a.finish(t, Some(&mut got), &live).unwrap();
+        assert_eq!(got[..], big[8 * i..8 * i + 8], "read {i}");
+    }
+    let dropped = a.start_read(big.len(), at(4096), &live).unwrap();
+    drop(dropped);
+    let w = a.start_write(&big[..70_000], at(400_000), &live).unwrap();
+    a.finish(w, None, &live).unwrap();
+    a.flush(peer, &live).unwrap();
+    let mut landed = vec![0u8; 70_000];
+    region.mem().read(400_000, &mut landed).unwrap();
+    assert_eq!(landed[..], big[..70_000]);
+
+    let fetch = |op: AtomicOp, v: u64, offset: u64| {
         let mut old = [0u8; 8];
         a.fetch_atomic(
             Datatype::U64,
             op,
             &v.to_le_bytes(),
             &mut old,
-            peer,
-            key.base + at,
-            rkey,
+            at(offset),
             &live,
         )
         .unwrap();
@@ -54,7 +77,7 @@ fn run(provider: &str, mr_mode: MrMode) {
     let cas = |compare: u64, swap: u64| {
         let mut old = [0u8; 8];
         let (c, s) = (compare.to_le_bytes(), swap.to_le_bytes());
-        a.compare_swap(Datatype::U64, &c, &s, &mut old, peer, key.base, rkey, &live)
+        a.compare_swap(Datatype::U64, &c, &s, &mut old, at(0), &live)
             .unwrap();
         u64::from_le_bytes(old)
     };

@@ -16,6 +16,13 @@
 //! - [`Transport::amo`] on the control space is atomic with respect to every other origin's `amo`
 //!   on the same word, and returns the old value (remote completion by construction).
 //!
+//! Completion is per target: a flush of one target waits for that target's operations only, and
+//! a get or an atomic waits for its own completion, not for unrelated puts. The request forms
+//! ([`Transport::start_put`], [`Transport::start_get`], [`Transport::start_accumulate`]) return
+//! a [`Pending`] at once; [`Transport::finish`] is their local completion (the origin buffer may
+//! be reused; for a get, the data is in the buffer). A transport that completes everything when
+//! it returns (shared memory) keeps the default forms, which complete at the start.
+//!
 //! Memory is exposed with a serializable [`RemoteKey`]: each rank describes its window memory and
 //! control block, the keys are exchanged through the world, and each rank connects the keys of
 //! the targets it reaches.
@@ -147,6 +154,17 @@ pub struct Caps {
     pub atomics_order_prior: bool,
 }
 
+/// An operation started by a request form, until [`Transport::finish`] completes it. Dropped
+/// unfinished, the operation completes on its own (its buffers are the transport's until then).
+#[derive(Debug)]
+pub enum Pending {
+    /// Complete already (the transport completed it when it started).
+    Done,
+    /// In flight on the fabric, to the target named.
+    #[cfg(have_libfabric)]
+    Fabric(usize, onesided_fabric::Ticket),
+}
+
 /// A serialized description of one rank's exposed memory, meaningful to one transport.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteKey(pub Vec<u8>);
@@ -187,6 +205,45 @@ pub trait Transport: std::fmt::Debug {
     fn flush_local_all(&self) -> Result<()>;
     /// Let the transport move pending work (for transports whose target must make progress).
     fn progress(&self) -> Result<()>;
+
+    /// Start writing `src` at `offset` of `target`'s window memory; `src` may be reused when
+    /// this returns. Complete at the start by default.
+    fn start_put(&self, target: usize, offset: usize, src: &[u8]) -> Result<Pending> {
+        self.put(target, Space::Data, offset, src)?;
+        Ok(Pending::Done)
+    }
+
+    /// Start reading `dst.len()` bytes at `offset` of `target`'s window memory: into `dst` when
+    /// complete at the start (the default), else handed over by [`Transport::finish`].
+    fn start_get(&self, target: usize, offset: usize, dst: &mut [u8]) -> Result<Pending> {
+        self.get(target, Space::Data, offset, dst)?;
+        Ok(Pending::Done)
+    }
+
+    /// Start the accumulates of [`Transport::accumulate_many`]; the old bytes land in `fetched`
+    /// when complete at the start (the default), else are handed over by
+    /// [`Transport::finish`].
+    fn start_accumulate(
+        &self,
+        target: usize,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+        fetched: Option<&mut [u8]>,
+    ) -> Result<Pending> {
+        self.accumulate_many(target, offset, acc, fetched)?;
+        Ok(Pending::Done)
+    }
+
+    /// Whether `pending` is complete (progressing the transport once).
+    fn test(&self, pending: &Pending) -> Result<bool> {
+        Ok(matches!(pending, Pending::Done))
+    }
+
+    /// Wait for `pending`; the bytes it read or fetched go to `out`.
+    fn finish(&self, pending: Pending, out: Option<&mut [u8]>) -> Result<()> {
+        let _ = (pending, out);
+        Ok(())
+    }
 }
 
 /// Read-modify-write `len` bytes at `offset` of `target`'s window memory under its accumulate

@@ -52,6 +52,50 @@ fn from_bits<T: AtomicElem>(v: u64) -> T {
     bytemuck::pod_read_unaligned(&v.to_le_bytes()[..T::ELEM.size()])
 }
 
+/// The bytes of `count` elements of `T`, or MPI_ERR_COUNT when they overflow.
+pub(super) fn elem_bytes<T: AtomicElem>(count: usize) -> Result<usize> {
+    count
+        .checked_mul(T::ELEM.size())
+        .ok_or_else(|| Error::new(ErrorClass::Count, format!("{count} elements overflow")))
+}
+
+/// Whether `op` may combine `T` elements in a non-fetching accumulate (not MPI_NO_OP:
+/// MPI_ERR_OP).
+pub(super) fn accumulate_op<T: AtomicElem>(op: Op) -> Result<()> {
+    if op == Op::NoOp {
+        return Err(Error::new(
+            ErrorClass::Op,
+            "MPI_NO_OP is only for fetching accumulates",
+        ));
+    }
+    op.check(T::ELEM)
+}
+
+/// Whether a fetching accumulate of `origin` into `result` with `op` is well formed: as many
+/// results as operands (MPI_ERR_COUNT), an op for the type (MPI_ERR_OP).
+pub(super) fn fetch_args<T: AtomicElem>(origin: &[T], result: &[T], op: Op) -> Result<()> {
+    if origin.len() != result.len() {
+        return Err(Error::new(
+            ErrorClass::Count,
+            format!(
+                "{} origin elements but room for {} results",
+                origin.len(),
+                result.len()
+            ),
+        ));
+    }
+    op.check(T::ELEM)
+}
+
+/// The accumulates of `origin`'s elements with `op`, for a transport.
+pub(super) fn many<T: AtomicElem>(op: Op, origin: &[T]) -> AccumulateMany<'_> {
+    AccumulateMany {
+        elem: T::ELEM,
+        op,
+        operands: bytemuck::cast_slice(origin),
+    }
+}
+
 impl Window<'_> {
     /// Check everything about `count` elements of `T` at `disp` of `target`; the byte offset.
     fn atomic_range<T: AtomicElem>(
@@ -60,10 +104,7 @@ impl Window<'_> {
         disp: usize,
         count: usize,
     ) -> Result<usize> {
-        let len = count
-            .checked_mul(T::ELEM.size())
-            .ok_or_else(|| Error::new(ErrorClass::Count, format!("{count} elements overflow")))?;
-        let off = self.range(target, disp, len)?;
+        let off = self.range(target, disp, elem_bytes::<T>(count)?)?;
         self.epochs.borrow().access(target)?;
         Ok(off)
     }
@@ -94,14 +135,9 @@ impl Window<'_> {
         if origin.is_empty() {
             return Ok(());
         }
-        let acc = AccumulateMany {
-            elem: T::ELEM,
-            op,
-            operands: bytemuck::cast_slice(origin),
-        };
         let fetched = fetched.map(bytemuck::cast_slice_mut);
         self.atomic_route()
-            .accumulate_many(target, off, acc, fetched)
+            .accumulate_many(target, off, many(op, origin), fetched)
     }
 
     /// The outcome `r` of a call of `count` elements: the epoch records the call if it
@@ -129,13 +165,7 @@ impl Window<'_> {
         op: Op,
     ) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Accumulate", || {
-            if op == Op::NoOp {
-                return Err(Error::new(
-                    ErrorClass::Op,
-                    "MPI_NO_OP is only for fetching accumulates",
-                ));
-            }
-            op.check(T::ELEM)?;
+            accumulate_op::<T>(op)?;
             let off = self.atomic_range::<T>(target, disp, origin.len())?;
             let r = self.rmw_many(target, off, op, origin, None);
             self.record(origin.len(), r)
@@ -155,17 +185,7 @@ impl Window<'_> {
         op: Op,
     ) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Get_accumulate", || {
-            if origin.len() != result.len() {
-                return Err(Error::new(
-                    ErrorClass::Count,
-                    format!(
-                        "{} origin elements but room for {} results",
-                        origin.len(),
-                        result.len()
-                    ),
-                ));
-            }
-            op.check(T::ELEM)?;
+            fetch_args(origin, result, op)?;
             let off = self.atomic_range::<T>(target, disp, origin.len())?;
             let r = self.rmw_many(target, off, op, origin, Some(result));
             self.record(origin.len(), r)

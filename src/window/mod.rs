@@ -2,7 +2,8 @@
 //!
 //! A [`Window`] is created collectively by [`Window::allocate`], [`Window::allocate_shared`] or
 //! [`Window::create`]; RMA calls ([`Window::put`], [`Window::get`], the accumulate family of
-//! [`Window::accumulate`]) and synchronization calls
+//! [`Window::accumulate`]), their request-based forms ([`Window::rput`], ... returning a
+//! [`Request`]) and synchronization calls
 //! (fence, lock, flush, ...) act on it; [`Window::free`] (or drop) ends it collectively.
 //!
 //! Elements are plain-old-data types ([`bytemuck::Pod`]); displacements count in the target's
@@ -12,6 +13,7 @@
 
 mod atomic;
 mod local;
+mod request;
 mod rma;
 mod setup;
 mod sync;
@@ -20,6 +22,7 @@ mod tests;
 
 pub use atomic::{AtomicElem, Op};
 pub use local::SharedRegion;
+pub use request::Request;
 
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};

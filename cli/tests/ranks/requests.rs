@@ -1,0 +1,215 @@
+//! Request-based RMA (rput, rget, raccumulate, rget_accumulate) on every transport: many
+//! requests in flight at once land where they should, a buffer is reused after `wait`, a request
+//! dropped before completion completes (its buffer holds the data afterwards), `test` and
+//! `wait_any` hand out each request once, counts are exact, and the misuse MPI names fails with
+//! its class.
+//!
+//! # MPI-4.1: 12.3.5
+
+use crate::util::*;
+use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Request, World};
+
+/// Requests of 8 bytes in flight at once.
+const MANY: usize = 64;
+/// Bytes of the large transfer (above every provider's inject size and the bounce buffer).
+const BIG: usize = 300_000;
+
+/// Every rank writes MANY tagged words into its right neighbour's window with rput (each
+/// request waited for only at the end, with wait_all), and one large block; after a flush and a
+/// barrier it reads back with rget what its left neighbour received (some tested, some waited for
+/// with wait_any, one dropped unfinished), and checks every value.
+pub fn overlap(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+    // The left neighbour's window holds what its own left neighbour wrote.
+    let writer = (left + n - 1) % n;
+    let big_at = 8 * MANY;
+    let byte = |writer: usize, i: usize| (writer * 31 + i % 251) as u8;
+    with_window(world, flavor, big_at + BIG, 1, &Info::new(), |win| {
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        let words: Vec<u64> = (0..MANY).map(|i| tag(me, right, i)).collect();
+        let block: Vec<u8> = (0..BIG).map(|i| byte(me, i)).collect();
+        let mut puts = Vec::with_capacity(MANY + 1);
+        for (i, w) in words.iter().enumerate() {
+            puts.push(
+                win.rput(std::slice::from_ref(w), right, 8 * i)
+                    .ctx("rput")?,
+            );
+        }
+        puts.push(win.rput(&block, right, big_at).ctx("rput large")?);
+        Request::wait_all(puts).ctx("wait_all")?;
+        // A buffer reused after its request completed: the second value is the one that lands.
+        let mut reused = [0u64];
+        reused[0] = 1;
+        win.rput(&reused, right, 0)
+            .ctx("rput first")?
+            .wait()
+            .ctx("wait")?;
+        reused[0] = tag(me, right, 0);
+        win.rput(&reused, right, 0)
+            .ctx("rput again")?
+            .wait()
+            .ctx("wait")?;
+        win.flush_all().ctx("flush_all")?;
+        world.barrier().ctx("barrier")?;
+
+        let mut got = vec![0u64; MANY];
+        let mut reqs: Vec<Request<'_>> = Vec::with_capacity(MANY);
+        for (i, slot) in got.chunks_mut(1).enumerate() {
+            reqs.push(win.rget(slot, left, 8 * i).ctx("rget")?);
+        }
+        let mut handed = [false; MANY];
+        if let Some(first) = reqs.first_mut() {
+            while !first.test().ctx("test")? {}
+            ensure!(
+                first.test().ctx("test again")?,
+                "a complete request stays complete"
+            );
+            handed[0] = true;
+        }
+        while let Some(i) = Request::wait_any(&mut reqs).ctx("wait_any")? {
+            ensure!(!handed[i], "wait_any handed out request {i} twice");
+            handed[i] = true;
+        }
+        ensure!(handed.iter().all(|&h| h), "every request completed once");
+        drop(reqs);
+        let want: Vec<u64> = (0..MANY).map(|i| tag(writer, left, i)).collect();
+        ensure_eq!(got, want, "words read back with rget");
+
+        let mut large = vec![0u8; BIG];
+        drop(win.rget(&mut large, left, big_at).ctx("rget large")?);
+        ensure!(
+            large.iter().enumerate().all(|(i, &b)| b == byte(writer, i)),
+            "a dropped rget completed: its buffer holds the block"
+        );
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+        Ok(())
+    })
+}
+
+/// Elements per raccumulate.
+const LEN: usize = 1024;
+
+/// Every rank raccumulates ROUNDS vectors of ones into rank 0 (f64 and i64, requests in flight
+/// together), then rget_accumulate with MPI_NO_OP reads the sums: exact counts. An exclusive
+/// lock then carries an rget_accumulate whose fetched values are the sums before it.
+pub fn accumulate(world: &World, flavor: Flavor) -> Res {
+    const ROUNDS: usize = 4;
+    let n = world.size();
+    let ones_f = vec![1f64; LEN];
+    let ones_i: Vec<i64> = (0..LEN as i64).collect();
+    with_window(world, flavor, 16 * LEN, 8, &Info::new(), |win| {
+        world.barrier().ctx("barrier")?;
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        let mut reqs = Vec::new();
+        for _ in 0..ROUNDS {
+            reqs.push(
+                win.raccumulate(&ones_f, 0, 0, Op::Sum)
+                    .ctx("raccumulate f64")?,
+            );
+            reqs.push(
+                win.raccumulate(&ones_i, 0, LEN, Op::Sum)
+                    .ctx("raccumulate i64")?,
+            );
+        }
+        Request::wait_all(reqs).ctx("wait_all")?;
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+
+        let total = (ROUNDS * n) as f64;
+        let mut sums_f = vec![0f64; LEN];
+        let mut sums_i = vec![0i64; LEN];
+        win.lock(LockType::Shared, 0, Assert::NONE).ctx("lock")?;
+        let a = win
+            .rget_accumulate(&ones_f, &mut sums_f, 0, 0, Op::NoOp)
+            .ctx("rget_accumulate f64")?;
+        let b = win
+            .rget_accumulate(&ones_i, &mut sums_i, 0, LEN, Op::NoOp)
+            .ctx("rget_accumulate i64")?;
+        Request::wait_all([a, b]).ctx("wait_all")?;
+        win.unlock(0).ctx("unlock")?;
+        ensure!(
+            sums_f.iter().all(|&s| s == total),
+            "f64 sums: {:?}",
+            &sums_f[..4]
+        );
+        let want_i: Vec<i64> = (0..LEN as i64).map(|i| i * total as i64).collect();
+        ensure_eq!(sums_i, want_i, "i64 sums");
+        world.barrier().ctx("barrier")?;
+
+        // One rank at a time adds 1 under an exclusive lock and sees the previous sums.
+        let mut before = vec![0i64; LEN];
+        win.lock(LockType::Exclusive, 0, Assert::NONE).ctx("lock")?;
+        win.rget_accumulate(&vec![1i64; LEN], &mut before, 0, LEN, Op::Sum)
+            .ctx("rget_accumulate sum")?
+            .wait()
+            .ctx("wait")?;
+        win.unlock(0).ctx("unlock")?;
+        let turn = before[0];
+        ensure!(
+            (0..n as i64).contains(&turn),
+            "element 0 before this rank's turn: {turn}"
+        );
+        let want: Vec<i64> = (0..LEN as i64).map(|i| i * total as i64 + turn).collect();
+        ensure_eq!(before, want, "previous values, all from one turn");
+        world.barrier().ctx("barrier")?;
+        Ok(())
+    })
+}
+
+/// Misuse: request-based calls outside a passive-target epoch (none, and a fence epoch) are
+/// RMA_SYNC; past the window's end RMA_RANGE; a result buffer of another length COUNT; MPI_NO_OP
+/// for raccumulate OP. None moves data, and the window stays usable.
+pub fn errors(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let right = (me + 1) % n;
+    with_window(world, flavor, 64, 8, &Info::new(), |win| {
+        let w = [tag(me, right, 1)];
+        expect_class(
+            win.rput(&w, right, 0),
+            ErrorClass::RmaSync,
+            "rput, no epoch",
+        )?;
+        win.fence(Assert::NOPRECEDE).ctx("fence")?;
+        expect_class(
+            win.rput(&w, right, 0),
+            ErrorClass::RmaSync,
+            "rput in a fence epoch",
+        )?;
+        let mut r = [0u64];
+        expect_class(
+            win.rget(&mut r, right, 0),
+            ErrorClass::RmaSync,
+            "rget in a fence epoch",
+        )?;
+        win.fence(Assert::NOSUCCEED).ctx("fence")?;
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        expect_class(
+            win.rput(&w, right, 8),
+            ErrorClass::RmaRange,
+            "rput past the end",
+        )?;
+        expect_class(win.rget(&mut r, n, 0), ErrorClass::Rank, "rget of rank n")?;
+        let mut short = [0u64; 1];
+        expect_class(
+            win.rget_accumulate(&[1u64, 2], &mut short, right, 0, Op::Sum),
+            ErrorClass::Count,
+            "rget_accumulate, short result",
+        )?;
+        expect_class(
+            win.raccumulate(&[1u64], right, 0, Op::NoOp),
+            ErrorClass::Op,
+            "raccumulate MPI_NO_OP",
+        )?;
+        win.rput(&w, right, 0).ctx("rput")?.wait().ctx("wait")?;
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+        ensure_eq!(
+            local_u64(win, 1)?,
+            vec![tag((me + n - 1) % n, me, 1)],
+            "the one rput"
+        );
+        Ok(())
+    })
+}

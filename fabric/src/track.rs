@@ -1,0 +1,306 @@
+//! Completion bookkeeping of an endpoint, free of I/O: which operations are in flight to which
+//! peer, and which of them someone waits for by name.
+//!
+//! Every operation carries a context value that says which peer it went to and, for an
+//! operation waited for on its own (a read, an atomic, a request), which slot holds its
+//! outcome. A completion read from the queue settles the operation: the peer's count moves,
+//! and a slot turns done or failed. A flush of one peer waits for that peer's count only; a read
+//! waits for its own slot only, not for unrelated writes. A slot may keep something alive until
+//! its operation is settled (the buffer the provider writes into), also when the one who would
+//! have waited for it is gone.
+
+/// The context value of one operation: slot number + 1 in the high half (0: counted only), peer
+/// in the low half.
+pub(crate) type Context = u64;
+
+/// A slot: an operation waited for on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot(u32);
+
+#[derive(Debug)]
+enum State<K> {
+    Free,
+    /// In flight; `abandoned`: nobody will take the outcome, free the slot when it settles.
+    Pending {
+        keep: Option<K>,
+        abandoned: bool,
+    },
+    Done(Option<K>),
+    Failed(Option<K>, String),
+}
+
+#[derive(Debug, Default)]
+struct PeerCount {
+    issued: u64,
+    settled: u64,
+    /// The first failure of an operation counted only, reported by the next flush.
+    error: Option<String>,
+}
+
+/// The outcome of a slot's operation: what the slot kept, and the failure if it failed.
+pub(crate) type Outcome<K> = (Option<K>, Option<String>);
+
+/// Operations in flight per peer, and the slots of those waited for on their own.
+#[derive(Debug)]
+pub(crate) struct Track<K> {
+    peers: Vec<PeerCount>,
+    slots: Vec<State<K>>,
+    free: Vec<u32>,
+}
+
+impl<K> Default for Track<K> {
+    fn default() -> Self {
+        Track {
+            peers: Vec::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+fn peer_of(ctx: Context) -> usize {
+    (ctx & u64::from(u32::MAX)) as usize
+}
+
+fn slot_of(ctx: Context) -> Option<usize> {
+    match ctx >> 32 {
+        0 => None,
+        s => Some(s as usize - 1),
+    }
+}
+
+impl<K> Track<K> {
+    fn peer(&mut self, peer: u32) -> &mut PeerCount {
+        let i = peer as usize;
+        if self.peers.len() <= i {
+            self.peers.resize_with(i + 1, PeerCount::default);
+        }
+        &mut self.peers[i]
+    }
+
+    /// Note an operation to `peer` about to be posted; with `slot`, it gets a slot that keeps
+    /// `keep` until it settles. Returns its context value and its slot.
+    pub(crate) fn issue(
+        &mut self,
+        peer: u32,
+        slot: bool,
+        keep: Option<K>,
+    ) -> (Context, Option<Slot>) {
+        self.peer(peer).issued += 1;
+        if !slot {
+            return (u64::from(peer), None);
+        }
+        let state = State::Pending {
+            keep,
+            abandoned: false,
+        };
+        let s = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = state;
+                s
+            }
+            None => {
+                self.slots.push(state);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        ((u64::from(s) + 1) << 32 | u64::from(peer), Some(Slot(s)))
+    }
+
+    /// Undo [`Track::issue`] for an operation the provider refused to post; returns what its
+    /// slot kept.
+    pub(crate) fn withdraw(&mut self, ctx: Context) -> Option<K> {
+        self.peer(peer_of(ctx) as u32).issued -= 1;
+        let s = slot_of(ctx)?;
+        let keep = match std::mem::replace(&mut self.slots[s], State::Free) {
+            State::Pending { keep, .. } => keep,
+            _ => None,
+        };
+        self.free.push(s as u32);
+        keep
+    }
+
+    /// The operation of `ctx` completed (`error: None`) or failed. Returns what its slot kept
+    /// when nobody will take it any more (the caller drops it).
+    pub(crate) fn settle(&mut self, ctx: Context, error: Option<String>) -> Option<K> {
+        let peer = self.peer(peer_of(ctx) as u32);
+        peer.settled += 1;
+        let Some(s) = slot_of(ctx) else {
+            if peer.error.is_none() {
+                peer.error = error;
+            }
+            return None;
+        };
+        let state = self.slots.get_mut(s)?;
+        match std::mem::replace(state, State::Free) {
+            State::Pending {
+                keep,
+                abandoned: true,
+            } => {
+                self.free.push(s as u32);
+                keep
+            }
+            State::Pending { keep, .. } => {
+                *state = match error {
+                    None => State::Done(keep),
+                    Some(e) => State::Failed(keep, e),
+                };
+                None
+            }
+            other => {
+                *state = other;
+                None
+            }
+        }
+    }
+
+    /// Whether every operation to `peer` has settled: `Some(Ok)` when so, `Some(Err)` once with
+    /// the first failure of a counted operation, `None` while some are in flight.
+    pub(crate) fn flushed(&mut self, peer: u32) -> Option<Result<(), String>> {
+        let p = self.peer(peer);
+        if p.settled < p.issued {
+            return None;
+        }
+        Some(p.error.take().map_or(Ok(()), Err))
+    }
+
+    /// Whether any operation is in flight.
+    pub(crate) fn in_flight(&self) -> bool {
+        self.peers.iter().any(|p| p.settled < p.issued)
+    }
+
+    /// The outcome of `slot`'s operation once settled (the slot is free again then).
+    pub(crate) fn take(&mut self, slot: Slot) -> Option<Outcome<K>> {
+        let state = self.slots.get_mut(slot.0 as usize)?;
+        let out = match std::mem::replace(state, State::Free) {
+            State::Done(keep) => (keep, None),
+            State::Failed(keep, e) => (keep, Some(e)),
+            other => {
+                *state = other;
+                return None;
+            }
+        };
+        self.free.push(slot.0);
+        Some(out)
+    }
+
+    /// Whether `slot`'s operation has settled.
+    pub(crate) fn settled(&self, slot: Slot) -> bool {
+        matches!(
+            self.slots.get(slot.0 as usize),
+            Some(State::Done(_) | State::Failed(..))
+        )
+    }
+
+    /// Nobody will take `slot`'s outcome: free it now if settled (returning what it kept, for
+    /// the caller to drop), else when it settles.
+    pub(crate) fn abandon(&mut self, slot: Slot) -> Option<K> {
+        if let Some(State::Pending { abandoned, .. }) = self.slots.get_mut(slot.0 as usize) {
+            *abandoned = true;
+            return None;
+        }
+        self.take(slot).and_then(|(keep, _)| keep)
+    }
+
+    /// Everything the slots of operations still in flight keep, taken out so that the caller
+    /// can leak it (memory the provider may still write into must never be freed).
+    pub(crate) fn strand(&mut self) -> Vec<K> {
+        self.slots
+            .iter_mut()
+            .filter_map(|s| match s {
+                State::Pending { keep, .. } => keep.take(),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flush_waits_for_its_peer_only() {
+        let mut t: Track<()> = Track::default();
+        let (a, _) = t.issue(0, false, None);
+        let (b, _) = t.issue(1, false, None);
+        assert_eq!(t.flushed(0), None);
+        assert_eq!(t.flushed(1), None);
+        t.settle(b, None);
+        assert_eq!(t.flushed(1), Some(Ok(())));
+        assert_eq!(t.flushed(0), None);
+        t.settle(a, None);
+        assert_eq!(t.flushed(0), Some(Ok(())));
+        assert!(!t.in_flight());
+        assert_eq!(t.flushed(7), Some(Ok(())), "a peer never used is flushed");
+    }
+
+    #[test]
+    fn a_slot_settles_on_its_own_completion_not_on_others() {
+        let mut t: Track<Vec<u8>> = Track::default();
+        let (put, _) = t.issue(2, false, None);
+        let (get, slot) = t.issue(2, true, Some(vec![1, 2]));
+        let slot = slot.unwrap();
+        assert!(!t.settled(slot));
+        assert!(t.take(slot).is_none());
+        t.settle(get, None);
+        assert!(t.settled(slot));
+        assert_eq!(t.flushed(2), None, "the put is still in flight");
+        assert_eq!(t.take(slot), Some((Some(vec![1, 2]), None)));
+        assert!(t.take(slot).is_none(), "an outcome is taken once");
+        t.settle(put, None);
+        assert_eq!(t.flushed(2), Some(Ok(())));
+    }
+
+    #[test]
+    fn failures_reach_their_waiter_once() {
+        let mut t: Track<()> = Track::default();
+        let (a, _) = t.issue(0, false, None);
+        let (b, _) = t.issue(0, false, None);
+        t.settle(a, Some("first".into()));
+        t.settle(b, Some("second".into()));
+        assert_eq!(t.flushed(0), Some(Err("first".into())));
+        assert_eq!(t.flushed(0), Some(Ok(())));
+        let (c, slot) = t.issue(0, true, None);
+        t.settle(c, Some("cas".into()));
+        assert_eq!(
+            t.flushed(0),
+            Some(Ok(())),
+            "a slot's failure is its waiter's"
+        );
+        assert_eq!(t.take(slot.unwrap()), Some((None, Some("cas".into()))));
+    }
+
+    #[test]
+    fn slots_are_reused_and_abandoned_ones_freed_when_settled() {
+        let mut t: Track<u32> = Track::default();
+        let (a, sa) = t.issue(0, true, Some(10));
+        let (b, sb) = t.issue(0, true, Some(11));
+        assert_ne!(sa, sb);
+        assert_eq!(t.abandon(sa.unwrap()), None, "still in flight: kept");
+        assert_eq!(t.settle(a, None), Some(10), "handed back once settled");
+        t.settle(b, None);
+        assert_eq!(t.abandon(sb.unwrap()), Some(11));
+        let (_, sc) = t.issue(0, true, None);
+        assert!(sc == sa || sc == sb, "a freed slot is used again");
+        assert_eq!(t.slots.len(), 2);
+    }
+
+    #[test]
+    fn a_withdrawn_operation_leaves_no_trace() {
+        let mut t: Track<u8> = Track::default();
+        let (a, _) = t.issue(3, true, Some(5));
+        assert_eq!(t.withdraw(a), Some(5));
+        assert_eq!(t.flushed(3), Some(Ok(())));
+        assert!(!t.in_flight());
+    }
+
+    #[test]
+    fn stranded_keeps_are_handed_out_for_leaking() {
+        let mut t: Track<u8> = Track::default();
+        let (a, _) = t.issue(0, true, Some(1));
+        t.issue(0, true, Some(2));
+        t.settle(a, None);
+        assert_eq!(t.strand(), vec![2]);
+    }
+}

@@ -1,0 +1,56 @@
+//! What one rank publishes about its window to the others over the fabric, and its encoding.
+
+use crate::codec::{Dec, Enc};
+use crate::error::Result;
+use onesided_fabric as fi;
+
+/// What one rank publishes: its endpoint address and the keys of its control block and window
+/// memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct FabricKey {
+    pub(super) name: Vec<u8>,
+    pub(super) ctrl: fi::RegionKey,
+    pub(super) data: fi::RegionKey,
+    pub(super) len: usize,
+    /// The address of the window memory modulo 8, so that origins know which elements are
+    /// aligned in memory (the key's base is an offset where the MR mode has no VIRT_ADDR).
+    pub(super) lead: u64,
+    /// Bit `Elem::index()` set: this rank's provider runs every accumulate on that type natively.
+    pub(super) native: u64,
+}
+
+fn enc_region(e: Enc, k: &fi::RegionKey) -> Enc {
+    e.u64(k.base).bytes(&k.key).u64(k.raw as u64)
+}
+
+fn dec_region(d: &mut Dec<'_>) -> Result<fi::RegionKey> {
+    Ok(fi::RegionKey {
+        base: d.u64()?,
+        key: d.bytes()?.to_vec(),
+        raw: d.u64()? != 0,
+    })
+}
+
+impl FabricKey {
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let e = Enc::new().bytes(&self.name);
+        let e = enc_region(e, &self.ctrl);
+        enc_region(e, &self.data)
+            .u64(self.len as u64)
+            .u64(self.lead)
+            .u64(self.native)
+            .finish()
+    }
+
+    pub(super) fn decode(b: &[u8]) -> Result<FabricKey> {
+        let mut d = Dec::new(b);
+        Ok(FabricKey {
+            name: d.bytes()?.to_vec(),
+            ctrl: dec_region(&mut d)?,
+            data: dec_region(&mut d)?,
+            len: d.usize()?,
+            lead: d.u64()?,
+            native: d.u64()?,
+        })
+    }
+}

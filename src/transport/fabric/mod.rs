@@ -1,0 +1,490 @@
+//! The fabric transport: targets reached through libfabric (RDMA on verbs, tcp;ofi_rxm, shm).
+//!
+//! Windows of a thread share one endpoint per configuration (`resources.rs`). Each rank
+//! registers its control block and window memory with the NIC at window creation and publishes
+//! the keys with its endpoint address (`key.rs`); puts are `fi_writemsg` (injected when small),
+//! gets `fi_read`, atomics `fi_fetch_atomic` / `fi_compare_atomic`, an accumulate of many
+//! elements one `fi_fetch_atomic` with a count (split at the provider's limit). Accumulates the
+//! NIC cannot run, for their type or an element not aligned in memory, take the target's
+//! accumulate lock, once per call (`transport::locked_accumulate`). Every operation carries
+//! `FI_DELIVERY_COMPLETE` and completion is tracked per target and per operation
+//! (`onesided_fabric`'s endpoint), so a flush of one target waits for that target's operations,
+//! complete there, visible to its loads and to other origins; a get or an atomic waits for its
+//! own completion only. The request forms move data through buffers the endpoint owns until the
+//! operations complete. The endpoint's progress thread serves the target side of providers that
+//! need the target to call into libfabric, so a target that computes or sleeps does not stall its
+//! origins.
+
+mod key;
+mod resources;
+
+use super::{
+    AccOp, Accumulate, AccumulateMany, Amo, Caps, Pending, Space, Transport, locked_accumulate,
+    locked_accumulate_many,
+};
+use crate::config::FabricConfig;
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::layout;
+use crate::protocol::reduce::{Elem, Op};
+use crate::wait::Peers;
+use crate::world::Comm;
+use key::FabricKey;
+use onesided_fabric as fi;
+use onesided_shm::Mem;
+use resources::{Resources, resources};
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Calls of `progress` between two looks at whether a peer is stopped (a look reads the clock).
+const STOPPED_EVERY: u32 = 64;
+
+/// Text of a libfabric failure as an MPI error: a peer that cannot be reached is a failed
+/// process; anything else is MPI_ERR_OTHER with libfabric's words.
+fn fi_err(e: fi::FiError) -> Error {
+    let class = if e.is_unreachable() {
+        ErrorClass::ProcFailed
+    } else {
+        ErrorClass::Other
+    };
+    Error::new(class, format!("fabric: {e}")).caused_by(e)
+}
+
+/// A remote region as operations address it.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    base: u64,
+    key: u64,
+    len: usize,
+}
+
+#[derive(Debug)]
+struct Target {
+    peer: fi::Peer,
+    ctrl: Span,
+    data: Span,
+    /// [`FabricKey::lead`].
+    lead: u64,
+}
+
+/// This rank's endpoint and registrations, before the keys are exchanged.
+struct Local<'a> {
+    res: Rc<Resources>,
+    ctrl: fi::Region<'static>,
+    data: Option<fi::Region<'a>>,
+    key: FabricKey,
+}
+
+fn datatype(e: Elem) -> fi::Datatype {
+    match e {
+        Elem::I32 => fi::Datatype::I32,
+        Elem::U32 => fi::Datatype::U32,
+        Elem::I64 => fi::Datatype::I64,
+        Elem::U64 => fi::Datatype::U64,
+        Elem::F32 => fi::Datatype::F32,
+        Elem::F64 => fi::Datatype::F64,
+    }
+}
+
+/// The libfabric operation of `op`.
+fn atomic_op(op: Op) -> fi::AtomicOp {
+    match op {
+        Op::Sum => fi::AtomicOp::Sum,
+        Op::Prod => fi::AtomicOp::Prod,
+        Op::Min => fi::AtomicOp::Min,
+        Op::Max => fi::AtomicOp::Max,
+        Op::Band => fi::AtomicOp::Band,
+        Op::Bor => fi::AtomicOp::Bor,
+        Op::Bxor => fi::AtomicOp::Bxor,
+        Op::Replace => fi::AtomicOp::Write,
+        Op::NoOp => fi::AtomicOp::Read,
+    }
+}
+
+fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> Result<Local<'a>> {
+    let res = resources(config)?;
+    let ep = &res.ep;
+    let ctrl = ep.register(ctrl).map_err(fi_err)?;
+    let (len, lead) = (data.len(), data.addr() as u64 % 8);
+    let data = if len == 0 {
+        None
+    } else {
+        Some(ep.register(data).map_err(fi_err)?)
+    };
+    let key = FabricKey {
+        name: ep.name().map_err(fi_err)?,
+        ctrl: ctrl.key().map_err(fi_err)?,
+        data: match &data {
+            Some(r) => r.key().map_err(fi_err)?,
+            None => fi::RegionKey::default(),
+        },
+        len,
+        lead,
+        native: res.native,
+    };
+    Ok(Local {
+        res,
+        ctrl,
+        data,
+        key,
+    })
+}
+
+/// The fabric transport of one window.
+pub struct FabricTransport<'a> {
+    caps: Caps,
+    targets: Vec<Target>,
+    /// The ranks' liveness: a wait on the NIC ends with an error once the job has a failure
+    /// or the process of a rank it waits for is gone.
+    peers: Peers,
+    /// Element types whose accumulates use the NIC on every rank (bit `Elem::index()`).
+    native: u64,
+    /// Calls of `progress` so far, and whether a peer was stopped when it last looked.
+    progress_calls: Cell<u32>,
+    stopped: Cell<bool>,
+    _ctrl: fi::Region<'static>,
+    _data: Option<fi::Region<'a>>,
+    /// This thread's endpoint, shared with its other windows (after the regions: they are
+    /// closed first).
+    res: Rc<Resources>,
+}
+
+impl std::fmt::Debug for FabricTransport<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FabricTransport")
+            .field("caps", &self.caps)
+            .field("targets", &self.targets.len())
+            .finish()
+    }
+}
+
+impl<'a> FabricTransport<'a> {
+    /// Collective over `comm`: register this rank's control block `ctrl` and window memory
+    /// `data`, exchange keys and endpoint addresses, and insert every rank as a peer.
+    pub(crate) fn connect(
+        comm: &Comm,
+        config: &FabricConfig,
+        ctrl: Mem<'static>,
+        data: Mem<'a>,
+        peers: Peers,
+    ) -> Result<FabricTransport<'a>> {
+        let opened = open_local(config, ctrl, data);
+        let key = opened.as_ref().map(|l| l.key.encode());
+        let keys = comm.agree_gather("opening the fabric", key.as_deref().map_err(|e| *e));
+        let local = opened?;
+        let keys = keys?;
+        let mut native = u64::MAX;
+        let targets = keys
+            .iter()
+            .map(|k| {
+                let k = FabricKey::decode(k)?;
+                native &= k.native;
+                let ep = &local.res.ep;
+                let remote = |r: &fi::RegionKey, len| -> Result<Span> {
+                    let key = if r.key.is_empty() {
+                        0
+                    } else {
+                        ep.map_key(r).map_err(fi_err)?
+                    };
+                    Ok(Span {
+                        base: r.base,
+                        key,
+                        len,
+                    })
+                };
+                Ok(Target {
+                    peer: ep.insert(&k.name).map_err(fi_err)?,
+                    ctrl: remote(&k.ctrl, layout::CTRL_BLOCK)?,
+                    data: remote(&k.data, k.len)?,
+                    lead: k.lead,
+                })
+            })
+            .collect::<Result<Vec<_>>>();
+        let targets = comm.agree("connecting to the fabric peers", targets)?;
+        Ok(FabricTransport {
+            caps: Caps {
+                name: "fabric",
+                load_store: false,
+                needs_target_progress: true,
+                wakes_sleepers: false,
+                atomics_order_prior: false,
+            },
+            targets,
+            peers,
+            native,
+            progress_calls: Cell::new(0),
+            stopped: Cell::new(false),
+            res: local.res,
+            _ctrl: local.ctrl,
+            _data: local.data,
+        })
+    }
+
+    /// `target`, or MPI_ERR_RANK.
+    fn target(&self, target: usize) -> Result<&Target> {
+        self.targets.get(target).ok_or_else(|| {
+            Error::new(
+                ErrorClass::Rank,
+                format!("rank {target} not served by the fabric"),
+            )
+        })
+    }
+
+    /// Where `len` bytes at `offset` of `target`'s `space` are, or RMA_RANGE.
+    fn at(&self, target: usize, space: Space, offset: usize, len: usize) -> Result<fi::Remote> {
+        let t = self.target(target)?;
+        let r = match space {
+            Space::Data => t.data,
+            Space::Control => t.ctrl,
+        };
+        match offset.checked_add(len) {
+            Some(end) if end <= r.len => Ok(fi::Remote {
+                peer: t.peer,
+                addr: r.base + offset as u64,
+                key: r.key,
+            }),
+            _ => Err(Error::new(
+                ErrorClass::RmaRange,
+                format!(
+                    "{len} bytes at offset {offset} outside rank {target}'s {} bytes",
+                    r.len
+                ),
+            )),
+        }
+    }
+
+    /// How a wait on `target` should go on: give up once the job has a failure or the rank's
+    /// process is gone (a rank that finished and exited is no reason to fail a wait on
+    /// others); while a rank is stopped, sleep until traffic arrives instead of polling.
+    fn alive(&self, target: usize) -> fi::Waiting {
+        if self.peers.job_alive().is_err() || self.peers.gone(target) {
+            fi::Waiting::GiveUp
+        } else if self.peers.any_stopped() {
+            fi::Waiting::Idle
+        } else {
+            fi::Waiting::Poll
+        }
+    }
+
+    /// One element's accumulate on the NIC.
+    fn native(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
+        let size = acc.elem.size();
+        let to = self.at(target, Space::Data, offset, size)?;
+        let (dt, live) = (datatype(acc.elem), || self.alive(target));
+        let operand = acc.operand.to_le_bytes();
+        let mut old = [0u8; 8];
+        match acc.op {
+            AccOp::CompareSwap { compare } => {
+                let compare = compare.to_le_bytes();
+                self.res
+                    .ep
+                    .compare_swap(dt, &compare, &operand, &mut old, to, &live)
+            }
+            AccOp::Apply(op) => {
+                let result = &mut old[..];
+                self.res
+                    .ep
+                    .fetch_atomic(dt, atomic_op(op), &operand, result, to, &live)
+            }
+        }
+        .map_err(fi_err)?;
+        Ok(u64::from_le_bytes(old))
+    }
+
+    /// Whether accumulates on elements of `elem` at `offset` of `target` run on the NIC: where
+    /// its provider runs every accumulate of the type natively on every rank and the element is
+    /// aligned in the target's memory (the first element decides for its neighbours). Every
+    /// origin decides the same way for an element, so accumulates on it never mix the NIC and
+    /// the lock.
+    fn on_nic(&self, target: usize, offset: usize, elem: Elem) -> Result<bool> {
+        let t = self.target(target)?;
+        let aligned = t
+            .lead
+            .wrapping_add(offset as u64)
+            .is_multiple_of(elem.size() as u64);
+        Ok(aligned && self.native & 1 << elem.index() != 0)
+    }
+}
+
+impl Transport for FabricTransport<'_> {
+    fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    fn put(&self, target: usize, space: Space, offset: usize, src: &[u8]) -> Result<()> {
+        let to = self.at(target, space, offset, src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.res
+            .ep
+            .write(src, to, &|| self.alive(target))
+            .map_err(fi_err)
+    }
+
+    fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let from = self.at(target, space, offset, dst.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.res
+            .ep
+            .read(dst, from, &|| self.alive(target))
+            .map_err(fi_err)
+    }
+
+    fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64> {
+        let to = self.at(target, space, offset, 8)?;
+        let mut old = [0u8; 8];
+        let live = || self.alive(target);
+        let t = fi::Datatype::U64;
+        match op {
+            Amo::FetchAdd(v) => {
+                let v = v.to_le_bytes();
+                self.res
+                    .ep
+                    .fetch_atomic(t, fi::AtomicOp::Sum, &v, &mut old, to, &live)
+            }
+            Amo::Load => {
+                self.res
+                    .ep
+                    .fetch_atomic(t, fi::AtomicOp::Read, &[0; 8], &mut old, to, &live)
+            }
+            Amo::CompareSwap { compare, swap } => {
+                let (c, s) = (compare.to_le_bytes(), swap.to_le_bytes());
+                self.res.ep.compare_swap(t, &c, &s, &mut old, to, &live)
+            }
+        }
+        .map_err(fi_err)?;
+        Ok(u64::from_le_bytes(old))
+    }
+
+    /// On the NIC or under the target's accumulate lock (see `FabricTransport::on_nic`).
+    fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
+        if self.on_nic(target, offset, acc.elem)? {
+            self.native(target, offset, acc)
+        } else {
+            locked_accumulate(self, &|| self.peers.all_alive(), target, offset, acc)
+        }
+    }
+
+    /// On the NIC with element counts, or under the target's accumulate lock taken once (see
+    /// `FabricTransport::on_nic`).
+    fn accumulate_many(
+        &self,
+        target: usize,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+        fetched: Option<&mut [u8]>,
+    ) -> Result<()> {
+        acc.check(fetched.as_deref())?;
+        if self.on_nic(target, offset, acc.elem)? {
+            let p = self.start_accumulate(target, offset, acc, None)?;
+            self.finish(p, fetched)
+        } else {
+            let watch = || self.peers.all_alive();
+            locked_accumulate_many(self, &watch, target, offset, acc, fetched)
+        }
+    }
+
+    fn flush(&self, target: usize) -> Result<()> {
+        let peer = self.target(target)?.peer;
+        self.res
+            .ep
+            .flush(peer, &|| self.alive(target))
+            .map_err(fi_err)
+    }
+
+    fn flush_all(&self) -> Result<()> {
+        (0..self.targets.len()).try_for_each(|t| self.flush(t))
+    }
+
+    /// Every call returns with its origin buffer free to reuse.
+    fn flush_local(&self, _target: usize) -> Result<()> {
+        Ok(())
+    }
+
+    fn flush_local_all(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn start_put(&self, target: usize, offset: usize, src: &[u8]) -> Result<Pending> {
+        let to = self.at(target, Space::Data, offset, src.len())?;
+        if src.is_empty() {
+            return Ok(Pending::Done);
+        }
+        let t = self.res.ep.start_write(src, to, &|| self.alive(target));
+        Ok(Pending::Fabric(target, t.map_err(fi_err)?))
+    }
+
+    fn start_get(&self, target: usize, offset: usize, dst: &mut [u8]) -> Result<Pending> {
+        let from = self.at(target, Space::Data, offset, dst.len())?;
+        if dst.is_empty() {
+            return Ok(Pending::Done);
+        }
+        let t = self
+            .res
+            .ep
+            .start_read(dst.len(), from, &|| self.alive(target));
+        Ok(Pending::Fabric(target, t.map_err(fi_err)?))
+    }
+
+    /// On the NIC with element counts, all in flight; under the target's accumulate lock where
+    /// the NIC cannot (see `FabricTransport::on_nic`), complete when it returns.
+    fn start_accumulate(
+        &self,
+        target: usize,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+        fetched: Option<&mut [u8]>,
+    ) -> Result<Pending> {
+        acc.check(fetched.as_deref())?;
+        if !self.on_nic(target, offset, acc.elem)? {
+            let watch = || self.peers.all_alive();
+            locked_accumulate_many(self, &watch, target, offset, acc, fetched)?;
+            return Ok(Pending::Done);
+        }
+        let to = self.at(target, Space::Data, offset, acc.operands.len())?;
+        if acc.operands.is_empty() {
+            return Ok(Pending::Done);
+        }
+        let (dt, op) = (datatype(acc.elem), atomic_op(acc.op));
+        let live = || self.alive(target);
+        let t = self
+            .res
+            .ep
+            .start_fetch_atomic_many(dt, op, acc.operands, to, &live);
+        Ok(Pending::Fabric(target, t.map_err(fi_err)?))
+    }
+
+    fn test(&self, pending: &Pending) -> Result<bool> {
+        Ok(match pending {
+            Pending::Done => true,
+            Pending::Fabric(_, t) => self.res.ep.test(t),
+        })
+    }
+
+    fn finish(&self, pending: Pending, out: Option<&mut [u8]>) -> Result<()> {
+        match pending {
+            Pending::Done => Ok(()),
+            Pending::Fabric(target, t) => self
+                .res
+                .ep
+                .finish(t, out, &|| self.alive(target))
+                .map_err(fi_err),
+        }
+    }
+
+    fn progress(&self) -> Result<()> {
+        let calls = self.progress_calls.get().wrapping_add(1);
+        self.progress_calls.set(calls);
+        if calls.is_multiple_of(STOPPED_EVERY) {
+            self.stopped.set(self.peers.any_stopped());
+        }
+        if self.stopped.get() {
+            self.res.ep.idle();
+        } else {
+            self.res.ep.progress();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,133 @@
+//! The fabric resources of a thread of the world: per fabric configuration one domain and one
+//! endpoint (with its completion queue, bounce buffer and progress thread), shared by every
+//! window that thread creates and closed with the last of them. A window registers its memory
+//! on the shared endpoint and inserts its ranks as peers there (a rank inserted by an earlier
+//! window is the same peer); nothing a later window opens replaces what an earlier one uses.
+//!
+//! Per thread, not per process: the endpoint is driven by the thread that owns the windows
+//! (MPI_THREAD_FUNNELED), and the in-process test tier runs one world per thread.
+
+use super::{atomic_op, datatype, fi_err};
+use crate::config::{Atomics, FabricConfig, MrMode};
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::reduce::{Elem, Op};
+use onesided_fabric as fi;
+use std::cell::RefCell;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+
+/// One endpoint and what is known of its provider.
+#[derive(Debug)]
+pub(crate) struct Resources {
+    pub(crate) ep: fi::Endpoint,
+    /// Element types whose every accumulate this provider runs natively (bit `Elem::index()`).
+    pub(crate) native: u64,
+}
+
+thread_local! {
+    static OPEN: RefCell<Vec<(FabricConfig, Weak<Resources>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// This thread's resources for `config`, opened at the first window that needs them.
+pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
+    OPEN.with(|open| {
+        let mut open = open.borrow_mut();
+        open.retain(|(_, r)| r.strong_count() > 0);
+        let found = open.iter().find(|(c, _)| c == config);
+        if let Some(r) = found.and_then(|(_, r)| r.upgrade()) {
+            return Ok(r);
+        }
+        let ep = open_endpoint(&open_domain(config)?)?;
+        let native = match config.atomics {
+            Atomics::Software => 0,
+            Atomics::Auto => native_mask(&ep),
+        };
+        let r = Rc::new(Resources { ep, native });
+        open.push((config.clone(), Rc::downgrade(&r)));
+        Ok(r)
+    })
+}
+
+/// Open the domain for `config`: libfabric's first provider, or with the `hwloc` feature the
+/// one nearest to the CPUs this rank is bound to (`nic.rs`).
+fn open_domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
+    let req = fi::Request {
+        provider: config.provider.clone(),
+        mr_mode: match config.mr_mode {
+            MrMode::Provider => fi::MrMode::ALL,
+            MrMode::Verbs => fi::MrMode::VERBS,
+        },
+        delivery_complete: true,
+    };
+    #[cfg(feature = "hwloc")]
+    let found = crate::transport::nic::find_provider(&req);
+    #[cfg(not(feature = "hwloc"))]
+    let found = fi::Provider::find(&req);
+    let provider = found.map_err(|e| {
+        Error::new(
+            ErrorClass::Other,
+            format!(
+                "no libfabric provider{} offers RDM endpoints with RMA and atomics: {e}",
+                config
+                    .provider
+                    .as_deref()
+                    .map_or(String::new(), |p| format!(" named {p:?}"))
+            ),
+        )
+    })?;
+    tracing::debug!(
+        provider = %provider.name(),
+        fabric = %provider.fabric(),
+        domain = %provider.domain(),
+        mr_mode = %provider.mr_mode().names(),
+        inject = provider.inject_size(),
+        max_msg = provider.max_msg_size(),
+        "opening the libfabric domain"
+    );
+    fi::Domain::open(provider).map_err(fi_err)
+}
+
+/// Element types on which `ep`'s provider runs every operation natively, fetching or not, and
+/// compare-and-swap for integers: only those may use the NIC, since a type whose operations
+/// were split between NIC and emulation would not be atomic with itself (MPICH decides the
+/// same way, per window).
+fn native_mask(ep: &fi::Endpoint) -> u64 {
+    let domain = ep.domain();
+    let native = |e: Elem| {
+        let dt = datatype(e);
+        let ops = Op::ALL.iter().filter(|op| op.check(e).is_ok());
+        let all = ops.into_iter().all(|&op| {
+            let fop = atomic_op(op);
+            let plain = op == Op::NoOp || domain.atomic_native(dt, fop, fi::AtomicKind::Plain);
+            plain && domain.atomic_native(dt, fop, fi::AtomicKind::Fetch)
+        });
+        all && (e.is_float()
+            || domain.atomic_native(dt, fi::AtomicOp::Cswap, fi::AtomicKind::Compare))
+    };
+    let mask = Elem::ALL
+        .iter()
+        .filter(|&&e| native(e))
+        .fold(0, |m, e| m | 1 << e.index());
+    tracing::debug!(
+        native = ?Elem::ALL.iter().filter(|e| mask & 1 << e.index() != 0).collect::<Vec<_>>(),
+        "element types whose accumulates run on the NIC (the others are emulated under a lock)"
+    );
+    mask
+}
+
+/// Open an endpoint on `domain`. libfabric 1.17's shm provider now and then refuses to enable a
+/// new endpoint with EBUSY while the region of one just closed is still being torn down; a few
+/// retries ride that out.
+fn open_endpoint(domain: &Arc<fi::Domain>) -> Result<fi::Endpoint> {
+    let mut tries = 0;
+    loop {
+        match fi::Endpoint::open(domain) {
+            Err(e) if e.code == libc::EBUSY && tries < 5 => {
+                tries += 1;
+                tracing::debug!(tries, "endpoint busy (EBUSY), opening it again");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r.map_err(fi_err),
+        }
+    }
+}

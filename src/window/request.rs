@@ -1,0 +1,235 @@
+//! Request-based RMA: `rput`, `rget`, `raccumulate`, `rget_accumulate`, and the [`Request`]
+//! they return.
+//!
+//! Each call checks its arguments and the epoch as its blocking twin does, with one more rule:
+//! a passive-target epoch must cover the target (MPI_ERR_RMA_SYNC otherwise). It returns once
+//! the operation is started; the request completes it locally ([`Request::wait`],
+//! [`Request::test`], [`Request::wait_all`], [`Request::wait_any`]): the origin buffer may be
+//! reused, and for `rget` and `rget_accumulate` the data is in it. Completion at the target
+//! still needs a flush or the end of the epoch, as in MPI.
+//!
+//! Safe by construction: a request borrows its buffers until it is complete, and dropping an
+//! incomplete request completes it. Over the fabric the data moves through buffers the endpoint
+//! owns until the NIC is done with them, so even a request that is leaked never lets the NIC
+//! touch memory the program has handed back; the result buffer of a leaked `rget` is simply
+//! never filled.
+//!
+//! Requests are not futures: completion is driven by polling the NIC from the thread that owns
+//! the window (MPI_THREAD_FUNNELED), so an executor could only poll them in a loop, which
+//! [`Request::test`] already offers; a waker would need the progress thread to own completion,
+//! which would put a thread hand-off on every operation's critical path.
+//!
+//! # MPI-4.1: 12.3.5 (request-based RMA communication operations)
+
+use super::Window;
+use super::atomic::{AtomicElem, accumulate_op, elem_bytes, fetch_args, many};
+use crate::error::Result;
+use crate::error::in_call;
+use crate::protocol::reduce::Op;
+use crate::transport::{Pending, Transport};
+use bytemuck::Pod;
+
+/// A request-based RMA operation in progress (MPI_Request of MPI_RPUT and its kin). It borrows
+/// the window and its buffers until complete; dropping it completes it (ignoring an error, as
+/// the destructor cannot report it: call [`Request::wait`] to see it).
+#[must_use = "a request completes when waited for or dropped; dropping it at once waits at once"]
+pub struct Request<'w> {
+    transport: &'w dyn Transport,
+    pending: Option<Pending>,
+    /// Where the bytes read or fetched go (rget, rget_accumulate).
+    out: Option<&'w mut [u8]>,
+    rank: usize,
+}
+
+impl std::fmt::Debug for Request<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("complete", &self.pending.is_none())
+            .finish()
+    }
+}
+
+impl<'w> Request<'w> {
+    /// Whether the request has completed (by [`Request::test`] or [`Request::wait_any`]).
+    pub fn is_complete(&self) -> bool {
+        self.pending.is_none()
+    }
+
+    /// Complete the request: the origin buffer may be reused, and read or fetched data is in
+    /// the result buffer.
+    ///
+    /// # MPI-4.1: 3.7.3 (MPI_WAIT)
+    pub fn wait(mut self) -> Result<()> {
+        in_call(Some(self.rank), "MPI_Wait", || self.complete())
+    }
+
+    /// Whether the request is complete, completing it if so; it can be tested again or
+    /// waited for afterwards (both succeed at once).
+    ///
+    /// # MPI-4.1: 3.7.3 (MPI_TEST)
+    pub fn test(&mut self) -> Result<bool> {
+        in_call(Some(self.rank), "MPI_Test", || self.poll())
+    }
+
+    /// Complete every request of `requests`; the first error is returned, after every request
+    /// has been completed.
+    ///
+    /// # MPI-4.1: 3.7.5 (MPI_WAITALL)
+    pub fn wait_all(requests: impl IntoIterator<Item = Request<'w>>) -> Result<()> {
+        let mut first = Ok(());
+        for mut q in requests {
+            let done = in_call(Some(q.rank), "MPI_Waitall", || q.complete());
+            if first.is_ok() {
+                first = done;
+            }
+        }
+        first
+    }
+
+    /// Wait until one of the requests of `requests` not complete yet completes; its index, or
+    /// `None` when every one was complete already (MPI_UNDEFINED).
+    ///
+    /// # MPI-4.1: 3.7.5 (MPI_WAITANY)
+    pub fn wait_any(requests: &mut [Request<'w>]) -> Result<Option<usize>> {
+        if requests.iter().all(Request::is_complete) {
+            return Ok(None);
+        }
+        loop {
+            for (i, q) in requests.iter_mut().enumerate() {
+                if !q.is_complete() && in_call(Some(q.rank), "MPI_Waitany", || q.poll())? {
+                    return Ok(Some(i));
+                }
+            }
+        }
+    }
+
+    fn poll(&mut self) -> Result<bool> {
+        let ready = match &self.pending {
+            None => return Ok(true),
+            Some(p) => self.transport.test(p)?,
+        };
+        if ready {
+            self.complete()?;
+        }
+        Ok(ready)
+    }
+
+    fn complete(&mut self) -> Result<()> {
+        match self.pending.take() {
+            Some(p) => self.transport.finish(p, self.out.as_deref_mut()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Request<'_> {
+    fn drop(&mut self) {
+        let _ = self.complete();
+    }
+}
+
+impl Window<'_> {
+    /// The checks every request-based call makes: rank, range, and a passive-target epoch
+    /// covering `target`; the byte offset of `len` bytes at `disp`.
+    fn request_range(&self, target: usize, disp: usize, len: usize) -> Result<usize> {
+        let off = self.range(target, disp, len)?;
+        self.epochs.borrow().passive_access(target)?;
+        Ok(off)
+    }
+
+    fn request<'s>(
+        &'s self,
+        transport: &'s dyn Transport,
+        started: Result<Pending>,
+        out: Option<&'s mut [u8]>,
+    ) -> Result<Request<'s>> {
+        let pending = started?;
+        self.epochs.borrow_mut().issued();
+        Ok(Request {
+            transport,
+            pending: Some(pending),
+            out,
+            rank: self.rank(),
+        })
+    }
+
+    /// Like [`Window::put`], returning a request at once. Valid inside a passive-target epoch
+    /// (lock or lock_all) that covers `target`.
+    ///
+    /// # MPI-4.1: 12.3.5 (MPI_RPUT)
+    pub fn rput<'s, T: Pod>(
+        &'s self,
+        origin: &'s [T],
+        target: usize,
+        disp: usize,
+    ) -> Result<Request<'s>> {
+        in_call(Some(self.rank()), "MPI_Rput", || {
+            let bytes: &[u8] = bytemuck::cast_slice(origin);
+            let off = self.request_range(target, disp, bytes.len())?;
+            let t = self.route(target);
+            self.request(t, t.start_put(target, off, bytes), None)
+        })
+    }
+
+    /// Like [`Window::get`], returning a request at once; `origin` holds the data once the
+    /// request is complete. Valid inside a passive-target epoch that covers `target`.
+    ///
+    /// # MPI-4.1: 12.3.5 (MPI_RGET)
+    pub fn rget<'s, T: Pod>(
+        &'s self,
+        origin: &'s mut [T],
+        target: usize,
+        disp: usize,
+    ) -> Result<Request<'s>> {
+        in_call(Some(self.rank()), "MPI_Rget", || {
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(origin);
+            let off = self.request_range(target, disp, bytes.len())?;
+            let t = self.route(target);
+            let started = t.start_get(target, off, bytes);
+            self.request(t, started, Some(bytes))
+        })
+    }
+
+    /// Like [`Window::accumulate`], returning a request at once. Valid inside a passive-target
+    /// epoch that covers `target`.
+    ///
+    /// # MPI-4.1: 12.3.5 (MPI_RACCUMULATE)
+    pub fn raccumulate<'s, T: AtomicElem>(
+        &'s self,
+        origin: &'s [T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<Request<'s>> {
+        in_call(Some(self.rank()), "MPI_Raccumulate", || {
+            accumulate_op::<T>(op)?;
+            let off = self.request_range(target, disp, elem_bytes::<T>(origin.len())?)?;
+            let t = self.atomic_route();
+            let started = t.start_accumulate(target, off, many(op, origin), None);
+            self.request(t, started, None)
+        })
+    }
+
+    /// Like [`Window::get_accumulate`], returning a request at once; `result` holds the
+    /// previous values once the request is complete. Valid inside a passive-target epoch that
+    /// covers `target`.
+    ///
+    /// # MPI-4.1: 12.3.5 (MPI_RGET_ACCUMULATE)
+    pub fn rget_accumulate<'s, T: AtomicElem>(
+        &'s self,
+        origin: &'s [T],
+        result: &'s mut [T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<Request<'s>> {
+        in_call(Some(self.rank()), "MPI_Rget_accumulate", || {
+            fetch_args(origin, result, op)?;
+            let off = self.request_range(target, disp, elem_bytes::<T>(origin.len())?)?;
+            let out: &mut [u8] = bytemuck::cast_slice_mut(result);
+            let t = self.atomic_route();
+            let started = t.start_accumulate(target, off, many(op, origin), Some(&mut *out));
+            self.request(t, started, Some(out))
+        })
+    }
+}
