@@ -173,6 +173,21 @@ impl Endpoint {
         })
     }
 
+    /// The largest write handed to the provider at once (`FI_INJECT`).
+    pub fn inject_size(&self) -> usize {
+        self.inject
+    }
+
+    /// The largest transfer one operation moves.
+    pub fn max_msg_size(&self) -> usize {
+        self.max_msg
+    }
+
+    /// Whether local buffers must be registered (`FI_MR_LOCAL`).
+    pub fn local_mr(&self) -> bool {
+        self.local_mr
+    }
+
     /// The domain this endpoint was opened on.
     pub fn domain(&self) -> &Arc<Domain> {
         &self.core.domain

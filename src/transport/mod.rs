@@ -34,12 +34,14 @@ pub(crate) mod net;
 mod nic;
 #[cfg(feature = "launcher")]
 pub mod report;
+mod select;
 pub mod shm;
 
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
 pub use crate::protocol::lockword::Amo;
 use crate::protocol::reduce::{Elem, Op, combine};
+pub(crate) use select::{Selection, select};
 
 /// What one element's atomic read-modify-write does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,11 +139,24 @@ pub enum Space {
     Control,
 }
 
-/// What a transport can do, so that windows and tests choose paths by capability.
+/// Which ranks a transport can reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Ranks on this rank's node.
+    Node,
+    /// Every rank.
+    Any,
+}
+
+/// What a transport can do and its limits, read from the provider where there is one, so that
+/// [`select`] picks routes and windows and tests choose paths by capability (UCX's interface
+/// attributes and MPICH's per-window attribute bits are the models).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caps {
     /// Transport name, e.g. "shm".
     pub name: &'static str,
+    /// Which ranks it reaches.
+    pub reach: Reach,
     /// Target memory is directly addressable by loads and stores (MPI_Win_shared_query works).
     pub load_store: bool,
     /// The target must call [`Transport::progress`] for operations to complete.
@@ -152,6 +167,21 @@ pub struct Caps {
     /// same target, complete there (CPU atomics after plain stores): releasing a lock needs no
     /// flush before it.
     pub atomics_order_prior: bool,
+    /// The largest put handed to the transport at once, its buffer free when the call returns
+    /// without waiting for the target (`usize::MAX`: every put completes when it returns).
+    pub inject: usize,
+    /// The largest transfer one operation moves; larger ones are split.
+    pub max_msg: usize,
+    /// Local buffers must be registered (`FI_MR_LOCAL`): small transfers are copied through a
+    /// registered buffer, large ones register the caller's memory.
+    pub local_mr: bool,
+    /// Element types whose accumulates run natively, as CPU or NIC atomics, on every rank (bit
+    /// `Elem::index()`), wherever the element allows it (aligned; in memory the transport maps,
+    /// for shared memory); the others are emulated under the target's accumulate lock.
+    pub native_atomics: u64,
+    /// Its atomics are CPU atomics, atomic with respect to loads, stores and atomics of
+    /// processes on the node.
+    pub cpu_atomics: bool,
 }
 
 /// An operation started by a request form, until [`Transport::finish`] completes it. Dropped

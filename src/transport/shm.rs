@@ -14,13 +14,13 @@
 //! # MPI-4.1: 12.3.4, 12.7.1 (accumulates at any displacement, atomic per element)
 
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Caps, RemoteKey, Space, Transport, locked_accumulate,
-    locked_accumulate_many,
+    AccOp, Accumulate, AccumulateMany, Amo, Caps, Reach, RemoteKey, Space, Transport,
+    locked_accumulate, locked_accumulate_many,
 };
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
-use crate::protocol::reduce::Op;
+use crate::protocol::reduce::{Elem, Op};
 use crate::wait::Peers;
 use onesided_shm::cma::{CmaError, RemoteMem};
 use onesided_shm::{Mem, Segment, futex};
@@ -105,10 +105,16 @@ pub struct ShmTransport<'a> {
 
 const CAPS: Caps = Caps {
     name: "shm",
+    reach: Reach::Node,
     load_store: true,
     needs_target_progress: false,
     wakes_sleepers: true,
     atomics_order_prior: true,
+    inject: usize::MAX,
+    max_msg: usize::MAX,
+    local_mr: false,
+    native_atomics: (1 << Elem::ALL.len()) - 1,
+    cpu_atomics: true,
 };
 
 fn cma_err(e: CmaError) -> Error {

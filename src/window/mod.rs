@@ -63,15 +63,6 @@ pub(crate) struct Extent {
     pub disp_unit: usize,
 }
 
-/// Which transport reaches a target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
-    /// The node's shared memory.
-    Shm,
-    /// The fabric (other nodes, or every target when the fabric is forced).
-    Net,
-}
-
 /// A window over the ranks of a communicator. `'a` is the lifetime of memory lent by the user
 /// (`'static` for windows that allocate their own).
 #[derive(Debug)]
@@ -84,14 +75,16 @@ pub struct Window<'a> {
     peers: Peers,
     local: Mem<'a>,
     shared: Vec<Option<Mem<'static>>>,
+    /// Transport 0: the node's shared memory (also where this rank's control block lives).
     shm: ShmTransport<'a>,
-    /// The fabric transport, when some target is reached through it.
-    net: Option<Box<dyn Transport + 'a>>,
-    /// The transport of each target's window memory (put, get).
-    routes: Vec<Route>,
+    /// Transports 1 and on: the fabric, when some target is reached through it.
+    others: Vec<Box<dyn Transport + 'a>>,
+    /// The transport of each target's window memory (put, get), chosen by
+    /// `transport::select` from the transports' caps.
+    routes: Vec<usize>,
     /// The transport of every atomic (lock words, barrier, data atomics) to every target: one
     /// per window, since CPU atomics and NIC atomics are not atomic with respect to each other.
-    atomics: Route,
+    atomics: usize,
     epochs: RefCell<Epochs>,
     barriers: Cell<u64>,
     name: RefCell<String>,
@@ -99,12 +92,13 @@ pub struct Window<'a> {
 }
 
 impl<'a> Window<'a> {
+    /// Transport `index` of the window (0: shared memory; routes name only transports the
+    /// window has).
     #[inline]
-    fn by(&self, route: Route) -> &dyn Transport {
-        match (route, &self.net) {
-            (Route::Net, Some(net)) => net.as_ref(),
-            // Routes name the fabric only where the window has it.
-            _ => &self.shm,
+    fn by(&self, index: usize) -> &dyn Transport {
+        match index.checked_sub(1).and_then(|i| self.others.get(i)) {
+            Some(t) => t.as_ref(),
+            None => &self.shm,
         }
     }
 
@@ -123,7 +117,7 @@ impl<'a> Window<'a> {
     /// Every transport the window uses, for calls that concern all targets (no allocation:
     /// fence and flush_all call it every time).
     fn transports(&self) -> impl Iterator<Item = &dyn Transport> {
-        std::iter::once(&self.shm as &dyn Transport).chain(self.net.as_deref())
+        std::iter::once(&self.shm as &dyn Transport).chain(self.others.iter().map(|t| t.as_ref()))
     }
 
     /// The name of the transport that moves data to `target` ("shm" or "fabric").

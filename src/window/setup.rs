@@ -10,7 +10,7 @@
 //!
 //! # MPI-4.1: 12.2.1 (MPI_WIN_CREATE), 12.2.2 (MPI_WIN_ALLOCATE), 12.2.3 (MPI_WIN_ALLOCATE_SHARED)
 
-use super::{Extent, Flavor, Route, Window};
+use super::{Extent, Flavor, Window};
 use crate::codec::{Dec, Enc};
 use crate::config::TransportChoice;
 use crate::error::in_call;
@@ -18,9 +18,9 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::info::{Info, WinHints};
 use crate::protocol::epoch::Epochs;
 use crate::protocol::layout::{self, NodeLayout, Region};
-use crate::transport::RemoteKey;
 use crate::transport::net;
 use crate::transport::shm::{DataDesc, ShmKey, ShmTransport};
+use crate::transport::{Caps, RemoteKey, Selection, Transport, select};
 use crate::wait::Peers;
 use crate::world::Comm;
 use bytemuck::Pod;
@@ -329,32 +329,34 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         }
         false => None,
     };
-    let routes: Vec<Route> = (0..comm.size())
-        .map(|r| match forced || !on_node(r) {
-            true => Route::Net,
-            false => Route::Shm,
-        })
-        .collect();
     let shm = ShmTransport::connect(me, &keys, &segment, req.user, peers.clone())?;
-    tracing::debug!(
-        flavor = ?req.flavor,
-        size = req.size,
-        targets = comm.size(),
-        fabric = routes.iter().filter(|r| **r == Route::Net).count(),
-        forced,
-        "window created: targets on this node through shared memory, the others through the fabric"
-    );
+    let others: Vec<Box<dyn Transport + 'a>> = net.into_iter().collect();
+    let caps: Vec<&Caps> = std::iter::once(shm.caps())
+        .chain(others.iter().map(|t| t.caps()))
+        .collect();
+    // A forced fabric reaches every target, the node's included.
+    let Selection { data, atomics } = select(&caps, comm.size(), |r| !forced && on_node(r))
+        .ok_or_else(|| Error::new(ErrorClass::Intern, "a target no transport reaches"))?;
+    for (i, c) in caps.iter().enumerate() {
+        tracing::debug!(
+            transport = c.name,
+            targets = data.iter().filter(|&&t| t == i).count(),
+            atomics = atomics == i,
+            inject = c.inject,
+            max_msg = c.max_msg,
+            local_mr = c.local_mr,
+            native_atomics = c.native_atomics,
+            cpu_atomics = c.cpu_atomics,
+            "window transport"
+        );
+    }
     Ok(Window {
         comm: comm.clone(),
         flavor: req.flavor,
         hints,
-        atomics: if net.is_some() {
-            Route::Net
-        } else {
-            Route::Shm
-        },
-        net,
-        routes,
+        atomics,
+        others,
+        routes: data,
         peers,
         epochs: RefCell::new(Epochs::new(comm.size())),
         extents,

@@ -19,8 +19,8 @@ mod key;
 mod resources;
 
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Caps, Pending, Space, Transport, locked_accumulate,
-    locked_accumulate_many,
+    AccOp, Accumulate, AccumulateMany, Amo, Caps, Pending, Reach, Space, Transport,
+    locked_accumulate, locked_accumulate_many,
 };
 use crate::config::FabricConfig;
 use crate::error::{Error, ErrorClass, Result};
@@ -136,8 +136,6 @@ pub struct FabricTransport<'a> {
     /// The ranks' liveness: a wait on the NIC ends with an error once the job has a failure
     /// or the process of a rank it waits for is gone.
     peers: Peers,
-    /// Element types whose accumulates use the NIC on every rank (bit `Elem::index()`).
-    native: u64,
     /// Calls of `progress` so far, and whether a peer was stopped when it last looked.
     progress_calls: Cell<u32>,
     stopped: Cell<bool>,
@@ -200,17 +198,23 @@ impl<'a> FabricTransport<'a> {
             })
             .collect::<Result<Vec<_>>>();
         let targets = comm.agree("connecting to the fabric peers", targets)?;
+        let ep = &local.res.ep;
         Ok(FabricTransport {
             caps: Caps {
                 name: "fabric",
+                reach: Reach::Any,
                 load_store: false,
                 needs_target_progress: true,
                 wakes_sleepers: false,
                 atomics_order_prior: false,
+                inject: ep.inject_size(),
+                max_msg: ep.max_msg_size(),
+                local_mr: ep.local_mr(),
+                native_atomics: native,
+                cpu_atomics: false,
             },
             targets,
             peers,
-            native,
             progress_calls: Cell::new(0),
             stopped: Cell::new(false),
             res: local.res,
@@ -301,7 +305,7 @@ impl<'a> FabricTransport<'a> {
             .lead
             .wrapping_add(offset as u64)
             .is_multiple_of(elem.size() as u64);
-        Ok(aligned && self.native & 1 << elem.index() != 0)
+        Ok(aligned && self.caps.native_atomics & 1 << elem.index() != 0)
     }
 }
 

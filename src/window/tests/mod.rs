@@ -8,6 +8,7 @@ mod atomics;
 mod errors;
 mod fence;
 mod passive;
+mod requests;
 
 use super::{Flavor, Window};
 use crate::error::{ErrorClass, Result};
