@@ -227,23 +227,25 @@ pub(crate) fn until(
             return Ok(v);
         }
         transport.progress()?;
-        if !backoff.is_completed() {
-            backoff.snooze();
-            continue;
-        }
         if transport.caps().needs_target_progress {
             // Serve the target side while waiting, as MPI libraries do in blocking calls:
-            // polling (not sleeping) keeps the turnaround of other origins' operations at
-            // polling speed, and a yield every few rounds still lets the other ranks of a
-            // crowded node run.
+            // polling back to back (no backoff) keeps the turnaround of other origins'
+            // operations at polling speed; on a crowded node a yield every few rounds still
+            // lets the other ranks run.
             polls += 1;
             if polls.is_multiple_of(YIELD_EVERY) {
-                std::thread::yield_now();
+                if CROWDED.load(Ordering::Relaxed) {
+                    std::thread::yield_now();
+                }
                 if checked.elapsed() >= NAP {
                     watch()?;
                     checked = Instant::now();
                 }
             }
+            continue;
+        }
+        if !backoff.is_completed() {
+            backoff.snooze();
             continue;
         }
         if transport.caps().wakes_sleepers {
