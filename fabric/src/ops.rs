@@ -300,9 +300,9 @@ impl Endpoint {
     }
 
     /// `op` on one `dtype` element at `to` with `operand` (its bytes); the old value's bytes
-    /// go to `result` (`fi_fetch_atomic`; `AtomicOp::Read` fetches only). There is no
-    /// non-fetching form: libfabric 1.17's shm provider completes `fi_atomic` before the target
-    /// has read the operand, and a wait is needed either way for the buffer to be reused.
+    /// go to `result` (`fi_fetch_atomic`; `AtomicOp::Read` fetches only). One element always
+    /// fetches: the old value is wanted (lock words, fetch_and_op) or costs no more than the
+    /// wait that a non-fetching form would need before its operand buffer could be reused.
     pub fn fetch_atomic(
         &self,
         dtype: Datatype,
@@ -530,6 +530,56 @@ impl Endpoint {
                     n / size,
                     desc,
                     (base + len + at) as *mut libc::c_void,
+                    desc,
+                    to.peer.addr,
+                    to.addr,
+                    to.key,
+                    dtype.raw(),
+                    op.raw(),
+                    ctx,
+                )
+            })?;
+            t.slots.extend(s);
+        }
+        Ok(t)
+    }
+
+    /// Start `op` on the `operands.len() / dtype.size()` consecutive `dtype` elements at `to`
+    /// without fetching (`fi_atomic`): half the bytes of [`Endpoint::start_fetch_atomic_many`]
+    /// on the wire. Only where [`Endpoint::plain_atomics`] says the provider has read the
+    /// operands when it completes; the staged operands are kept until then either way.
+    pub fn start_atomic_many(
+        &self,
+        dtype: Datatype,
+        op: AtomicOp,
+        operands: &[u8],
+        to: Remote,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<Ticket, FiError> {
+        const NAME: &str = "fi_atomic";
+        let (size, len) = (dtype.size(), operands.len());
+        let max = self.domain().atomic_count(dtype, op, AtomicKind::Plain);
+        if !len.is_multiple_of(size) || !self.plain_atomics() {
+            return Err(invalid(NAME));
+        }
+        if max == 0 {
+            return Err(FiError::new(NAME, -(sys::FI_EOPNOTSUPP as i64)));
+        }
+        let staged = Staged::new(&self.core, len, self.local_mr)?;
+        staged.write(0, operands)?;
+        let mut t = self.ticket(Vec::new(), None, 0);
+        let (base, desc, piece) = (staged.mem().addr(), staged.desc(), max * size);
+        for at in (0..len).step_by(piece) {
+            let n = piece.min(len - at);
+            let to = to.at(at);
+            let keep = Some(staged.clone());
+            // SAFETY: the endpoint is open; the piece's operands lie in the staged buffer,
+            // which the slot keeps until the operation settles.
+            let s = self.post(NAME, to.peer, true, keep, keep_waiting, |ctx| unsafe {
+                sys::fi_atomic(
+                    self.core.ep,
+                    (base + at) as *const libc::c_void,
+                    n / size,
                     desc,
                     to.peer.addr,
                     to.addr,

@@ -337,6 +337,14 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     // A forced fabric reaches every target, the node's included.
     let Selection { data, atomics } = select(&caps, comm.size(), |r| !forced && on_node(r))
         .ok_or_else(|| Error::new(ErrorClass::Intern, "a target no transport reaches"))?;
+    tracing::debug!(
+        flavor = ?req.flavor,
+        size = req.size,
+        targets = comm.size(),
+        fabric = data.iter().filter(|&&t| t != 0).count(),
+        forced,
+        "window created: targets on this node through shared memory, the others through the fabric"
+    );
     for (i, c) in caps.iter().enumerate() {
         tracing::debug!(
             transport = c.name,

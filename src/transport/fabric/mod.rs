@@ -294,6 +294,31 @@ impl<'a> FabricTransport<'a> {
         Ok(u64::from_le_bytes(old))
     }
 
+    /// The accumulates of `acc` on the NIC with element counts, all in flight; the old values
+    /// fetched when `fetch` (handed over by `finish`).
+    fn start_native(
+        &self,
+        target: usize,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+        fetch: bool,
+    ) -> Result<Pending> {
+        let to = self.at(target, Space::Data, offset, acc.operands.len())?;
+        if acc.operands.is_empty() {
+            return Ok(Pending::Done);
+        }
+        let (dt, op) = (datatype(acc.elem), atomic_op(acc.op));
+        let live = || self.alive(target);
+        let ep = &self.res.ep;
+        // Nothing to fetch: the non-fetching form halves the bytes, where the provider allows.
+        let t = if !fetch && ep.plain_atomics() {
+            ep.start_atomic_many(dt, op, acc.operands, to, &live)
+        } else {
+            ep.start_fetch_atomic_many(dt, op, acc.operands, to, &live)
+        };
+        Ok(Pending::Fabric(target, t.map_err(fi_err)?))
+    }
+
     /// Whether accumulates on elements of `elem` at `offset` of `target` run on the NIC: where
     /// its provider runs every accumulate of the type natively on every rank and the element is
     /// aligned in the target's memory (the first element decides for its neighbours). Every
@@ -382,7 +407,7 @@ impl Transport for FabricTransport<'_> {
     ) -> Result<()> {
         acc.check(fetched.as_deref())?;
         if self.on_nic(target, offset, acc.elem)? {
-            let p = self.start_accumulate(target, offset, acc, None)?;
+            let p = self.start_native(target, offset, acc, fetched.is_some())?;
             self.finish(p, fetched)
         } else {
             let watch = || self.peers.all_alive();
@@ -447,17 +472,7 @@ impl Transport for FabricTransport<'_> {
             locked_accumulate_many(self, &watch, target, offset, acc, fetched)?;
             return Ok(Pending::Done);
         }
-        let to = self.at(target, Space::Data, offset, acc.operands.len())?;
-        if acc.operands.is_empty() {
-            return Ok(Pending::Done);
-        }
-        let (dt, op) = (datatype(acc.elem), atomic_op(acc.op));
-        let live = || self.alive(target);
-        let t = self
-            .res
-            .ep
-            .start_fetch_atomic_many(dt, op, acc.operands, to, &live);
-        Ok(Pending::Fabric(target, t.map_err(fi_err)?))
+        self.start_native(target, offset, acc, fetched.is_some())
     }
 
     fn test(&self, pending: &Pending) -> Result<bool> {
