@@ -6,7 +6,7 @@
 //! buffers (`FI_MR_LOCAL`), small transfers and atomic operands pass through the endpoint's
 //! registered bounce buffer, and larger transfers register the caller's memory for the call
 //! (zero-copy). The request forms ([`Endpoint::start_write`], [`Endpoint::start_read`],
-//! [`Endpoint::start_fetch_atomic_many`]) move data through buffers the endpoint owns until the
+//! [`Endpoint::start_atomic_many`]) move data through buffers the endpoint owns until the
 //! operations settle, and return a [`Ticket`].
 
 use crate::core::Core;
@@ -358,7 +358,7 @@ impl Endpoint {
         if operands.len() != result.len() {
             return Err(invalid("fi_fetch_atomic"));
         }
-        let t = self.start_fetch_atomic_many(dtype, op, operands, to, keep_waiting)?;
+        let t = self.start_atomic_many(dtype, op, operands, true, to, keep_waiting)?;
         self.finish(t, Some(result), keep_waiting)
     }
 
@@ -492,102 +492,64 @@ impl Endpoint {
     }
 
     /// Start `op` on the `operands.len() / dtype.size()` consecutive `dtype` elements at `to`,
-    /// each atomic on its own; the old values are fetched (see [`Endpoint::fetch_atomic`]) into a
-    /// buffer the endpoint owns, which [`Endpoint::finish`] hands over. One `fi_fetch_atomic`
-    /// carries as many elements as the provider allows for `(dtype, op)` (`fi_query_atomic`'s
-    /// count), all in flight together.
-    pub fn start_fetch_atomic_many(
-        &self,
-        dtype: Datatype,
-        op: AtomicOp,
-        operands: &[u8],
-        to: Remote,
-        keep_waiting: &dyn Fn() -> Waiting,
-    ) -> Result<Ticket, FiError> {
-        const NAME: &str = "fi_fetch_atomic";
-        let (size, len) = (dtype.size(), operands.len());
-        if !len.is_multiple_of(size) {
-            return Err(invalid(NAME));
-        }
-        let max = self.domain().atomic_count(dtype, op, AtomicKind::Fetch);
-        if max == 0 {
-            return Err(FiError::new(NAME, -(sys::FI_EOPNOTSUPP as i64)));
-        }
-        let staged = Staged::new(&self.core, 2 * len, self.local_mr)?;
-        staged.write(0, operands)?;
-        let mut t = self.ticket(Vec::new(), Some(staged.clone()), len);
-        let (base, desc, piece) = (staged.mem().addr(), staged.desc(), max * size);
-        for at in (0..len).step_by(piece) {
-            let n = piece.min(len - at);
-            let to = to.at(at);
-            let keep = Some(staged.clone());
-            // SAFETY: the endpoint is open; the piece's operands and results lie in the staged
-            // buffer, which the slot keeps until the operation settles.
-            let s = self.post(NAME, to.peer, true, keep, keep_waiting, |ctx| unsafe {
-                sys::fi_fetch_atomic(
-                    self.core.ep,
-                    (base + at) as *const libc::c_void,
-                    n / size,
-                    desc,
-                    (base + len + at) as *mut libc::c_void,
-                    desc,
-                    to.peer.addr,
-                    to.addr,
-                    to.key,
-                    dtype.raw(),
-                    op.raw(),
-                    ctx,
-                )
-            })?;
-            t.slots.extend(s);
-        }
-        Ok(t)
-    }
-
-    /// Start `op` on the `operands.len() / dtype.size()` consecutive `dtype` elements at `to`
-    /// without fetching (`fi_atomic`): half the bytes of [`Endpoint::start_fetch_atomic_many`]
-    /// on the wire. Only where [`Endpoint::plain_atomics`] says the provider has read the
-    /// operands when it completes; the staged operands are kept until then either way.
+    /// each atomic on its own. With `fetch`, the old values are fetched (`fi_fetch_atomic`) into
+    /// a buffer the endpoint owns, which [`Endpoint::finish`] hands over; without, nothing comes
+    /// back (`fi_atomic`, half the bytes on the wire), which only providers whose non-fetching
+    /// atomics have read their operands when they complete allow ([`Endpoint::plain_atomics`]).
+    /// One call carries as many elements as the provider allows for `(dtype, op)`
+    /// (`fi_query_atomic`'s count), all in flight together.
     pub fn start_atomic_many(
         &self,
         dtype: Datatype,
         op: AtomicOp,
         operands: &[u8],
+        fetch: bool,
         to: Remote,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Ticket, FiError> {
-        const NAME: &str = "fi_atomic";
+        let (name, kind) = match fetch {
+            true => ("fi_fetch_atomic", AtomicKind::Fetch),
+            false => ("fi_atomic", AtomicKind::Plain),
+        };
         let (size, len) = (dtype.size(), operands.len());
-        let max = self.domain().atomic_count(dtype, op, AtomicKind::Plain);
-        if !len.is_multiple_of(size) || !self.plain_atomics() {
-            return Err(invalid(NAME));
+        if !len.is_multiple_of(size) || !(fetch || self.plain_atomics()) {
+            return Err(invalid(name));
         }
+        let max = self.domain().atomic_count(dtype, op, kind);
         if max == 0 {
-            return Err(FiError::new(NAME, -(sys::FI_EOPNOTSUPP as i64)));
+            return Err(FiError::new(name, -(sys::FI_EOPNOTSUPP as i64)));
         }
-        let staged = Staged::new(&self.core, len, self.local_mr)?;
+        let room = if fetch { 2 * len } else { len };
+        let staged = Staged::new(&self.core, room, self.local_mr)?;
         staged.write(0, operands)?;
-        let mut t = self.ticket(Vec::new(), None, 0);
+        let mut t = self.ticket(Vec::new(), fetch.then(|| staged.clone()), len);
         let (base, desc, piece) = (staged.mem().addr(), staged.desc(), max * size);
         for at in (0..len).step_by(piece) {
-            let n = piece.min(len - at);
-            let to = to.at(at);
+            let (n, to) = (piece.min(len - at) / size, to.at(at));
+            let (src, old) = (base + at, base + len + at);
             let keep = Some(staged.clone());
-            // SAFETY: the endpoint is open; the piece's operands lie in the staged buffer,
-            // which the slot keeps until the operation settles.
-            let s = self.post(NAME, to.peer, true, keep, keep_waiting, |ctx| unsafe {
-                sys::fi_atomic(
-                    self.core.ep,
-                    (base + at) as *const libc::c_void,
-                    n / size,
-                    desc,
-                    to.peer.addr,
-                    to.addr,
-                    to.key,
-                    dtype.raw(),
-                    op.raw(),
-                    ctx,
-                )
+            // SAFETY: the endpoint is open; the piece's operands (and results) lie in the staged
+            // buffer, which the slot keeps until the operation settles.
+            let s = self.post(name, to.peer, true, keep, keep_waiting, |ctx| unsafe {
+                let (ep, peer, dt, o) = (self.core.ep, to.peer.addr, dtype.raw(), op.raw());
+                let src = src as *const libc::c_void;
+                match fetch {
+                    true => sys::fi_fetch_atomic(
+                        ep,
+                        src,
+                        n,
+                        desc,
+                        old as *mut libc::c_void,
+                        desc,
+                        peer,
+                        to.addr,
+                        to.key,
+                        dt,
+                        o,
+                        ctx,
+                    ),
+                    false => sys::fi_atomic(ep, src, n, desc, peer, to.addr, to.key, dt, o, ctx),
+                }
             })?;
             t.slots.extend(s);
         }

@@ -90,6 +90,41 @@ fn run(provider: &str, mr_mode: MrMode) {
     for i in 0..5 {
         assert_eq!(fetch(AtomicOp::Sum, 1, 64), i, "fetch-add at offset 64");
     }
+    // A vector of 3000 u64 sums without fetching where the provider allows it (tcp), refused
+    // where it does not (shm); with fetching everywhere, the old values come back.
+    let ones: Vec<u8> = (0..3000u64).flat_map(|_| 1u64.to_le_bytes()).collect();
+    let plain = a.start_atomic_many(Datatype::U64, AtomicOp::Sum, &ones, false, at(600_000), &live);
+    assert_eq!(
+        plain.is_ok(),
+        a.plain_atomics(),
+        "{provider}: fi_atomic offered"
+    );
+    if let Ok(t) = plain {
+        a.finish(t, None, &live).unwrap();
+    }
+    let mut old = vec![0u8; ones.len()];
+    a.fetch_atomic_many(
+        Datatype::U64,
+        AtomicOp::Sum,
+        &ones,
+        &mut old,
+        at(600_000),
+        &live,
+    )
+    .unwrap();
+    let before = u64::from(a.plain_atomics());
+    assert!(
+        old.chunks(8)
+            .all(|c| u64::from_le_bytes(c.try_into().unwrap()) == before)
+    );
+    let mut after = vec![0u8; ones.len()];
+    region.mem().read(600_000, &mut after).unwrap();
+    assert!(
+        after
+            .chunks(8)
+            .all(|c| u64::from_le_bytes(c.try_into().unwrap()) == before + 1)
+    );
+
     let word = |at: usize| {
         let w = region.mem().atomic_u64(at).unwrap();
         w.load(std::sync::atomic::Ordering::SeqCst)

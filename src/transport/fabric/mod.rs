@@ -311,11 +311,8 @@ impl<'a> FabricTransport<'a> {
         let live = || self.alive(target);
         let ep = &self.res.ep;
         // Nothing to fetch: the non-fetching form halves the bytes, where the provider allows.
-        let t = if !fetch && ep.plain_atomics() {
-            ep.start_atomic_many(dt, op, acc.operands, to, &live)
-        } else {
-            ep.start_fetch_atomic_many(dt, op, acc.operands, to, &live)
-        };
+        let fetch = fetch || !ep.plain_atomics();
+        let t = ep.start_atomic_many(dt, op, acc.operands, fetch, to, &live);
         Ok(Pending::Fabric(target, t.map_err(fi_err)?))
     }
 
