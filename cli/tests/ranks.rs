@@ -366,6 +366,17 @@ static SCENARIOS: &[Scenario] = &[
             &[3],
         )
     },
+    // Memory lent by the dead rank (create): allocated memory lives on in the node segment,
+    // where shared memory still reads it.
+    Scenario {
+        flavors: &[Flavor::Create],
+        expect: killed(last, true),
+        ..scenario(
+            "failure::requests_to_dead_rank",
+            failure::requests_to_dead_rank,
+            &[3],
+        )
+    },
     Scenario {
         flavors: &[Flavor::Allocate, Flavor::Create],
         expect: Expect::Fails {

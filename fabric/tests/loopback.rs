@@ -93,7 +93,14 @@ fn run(provider: &str, mr_mode: MrMode) {
     // A vector of 3000 u64 sums without fetching where the provider allows it (tcp), refused
     // where it does not (shm); with fetching everywhere, the old values come back.
     let ones: Vec<u8> = (0..3000u64).flat_map(|_| 1u64.to_le_bytes()).collect();
-    let plain = a.start_atomic_many(Datatype::U64, AtomicOp::Sum, &ones, false, at(600_000), &live);
+    let plain = a.start_atomic_many(
+        Datatype::U64,
+        AtomicOp::Sum,
+        &ones,
+        false,
+        at(600_000),
+        &live,
+    );
     assert_eq!(
         plain.is_ok(),
         a.plain_atomics(),

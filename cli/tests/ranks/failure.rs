@@ -9,7 +9,7 @@
 //! # MPI-4.1: 12.5.1 (fence), 12.5.3 (lock); ULFM's MPI_ERR_PROC_FAILED
 
 use crate::util::*;
-use onesided::{Assert, Flavor, Info, LockType, Window, World};
+use onesided::{Assert, Flavor, Info, LockType, Request, Window, World};
 use onesided_shm::process::{SIGKILL, TerminationSignals, kill};
 use std::time::Duration;
 
@@ -99,6 +99,36 @@ pub fn holding_lock(world: &World, flavor: Flavor) -> Res {
         let _guard = TerminationSignals::install().map_err(|e| format!("catching SIGTERM: {e}"))?;
         let r = win.lock(LockType::Exclusive, 0, Assert::NONE);
         report(me, "lock of a target locked by a dead rank", r)
+    })
+}
+
+/// The last rank dies inside a lock_all epoch of every rank; the others then read the memory it
+/// lent (create windows) with `rget`s and wait for them: the requests (or the calls that start them) must fail with
+/// MPI_ERR_PROC_FAILED within bounded time, never wait forever on operations a dead rank will
+/// not serve.
+pub fn requests_to_dead_rank(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    with_window(world, flavor, 64, 8, &Info::new(), |win| {
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        world.barrier().ctx("barrier")?;
+        if me == victim {
+            std::thread::sleep(BEFORE_DEATH);
+            die();
+        }
+        let _guard = TerminationSignals::install().map_err(|e| format!("catching SIGTERM: {e}"))?;
+        std::thread::sleep(2 * BEFORE_DEATH);
+        let mut got = [0u64; 8];
+        let r = (|| {
+            let mut reqs = got
+                .chunks_mut(1)
+                .enumerate()
+                .map(|(i, w)| win.rget(w, victim, i))
+                .collect::<onesided::Result<Vec<Request<'_>>>>()?;
+            while Request::wait_any(&mut reqs)?.is_some() {}
+            Ok(())
+        })();
+        report(me, "rgets from a dead rank", r)
     })
 }
 

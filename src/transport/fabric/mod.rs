@@ -472,10 +472,14 @@ impl Transport for FabricTransport<'_> {
         self.start_native(target, offset, acc, fetched.is_some())
     }
 
+    /// Complete, or never to complete because the target is gone (`finish` then reports the
+    /// failure instead of a caller polling forever).
     fn test(&self, pending: &Pending) -> Result<bool> {
         Ok(match pending {
             Pending::Done => true,
-            Pending::Fabric(_, t) => self.res.ep.test(t),
+            Pending::Fabric(target, t) => {
+                self.res.ep.test(t) || self.alive(*target) == fi::Waiting::GiveUp
+            }
         })
     }
 
