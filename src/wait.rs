@@ -42,6 +42,11 @@ pub(crate) fn set_crowded(ranks_on_node: usize) {
     CROWDED.store(crowded, Ordering::Relaxed);
 }
 
+/// Whether this node runs more ranks than it has CPUs (see [`set_crowded`]).
+pub(crate) fn crowded() -> bool {
+    CROWDED.load(Ordering::Relaxed)
+}
+
 /// The CPUs online on this machine (not only those this process may use: ranks bound to one
 /// CPU each are not crowded).
 fn online_cpus() -> usize {
@@ -230,17 +235,17 @@ pub(crate) fn until(
         if transport.caps().needs_target_progress {
             // Serve the target side while waiting, as MPI libraries do in blocking calls:
             // polling back to back (no backoff) keeps the turnaround of other origins'
-            // operations at polling speed; on a crowded node a yield every few rounds still
-            // lets the other ranks run.
+            // operations at polling speed; on a crowded node a yield after each of the first
+            // polls, then after every few, lets the other ranks run (the one waited for may
+            // need this very CPU).
             polls += 1;
-            if polls.is_multiple_of(YIELD_EVERY) {
-                if CROWDED.load(Ordering::Relaxed) {
-                    std::thread::yield_now();
-                }
-                if checked.elapsed() >= NAP {
-                    watch()?;
-                    checked = Instant::now();
-                }
+            let every = polls.is_multiple_of(YIELD_EVERY);
+            if crowded() && (polls <= CROWDED_YIELDS || every) {
+                std::thread::yield_now();
+            }
+            if every && checked.elapsed() >= NAP {
+                watch()?;
+                checked = Instant::now();
             }
             continue;
         }

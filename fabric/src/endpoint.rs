@@ -11,7 +11,7 @@ use crate::sys;
 use crate::track::{Slot, Track};
 use crossbeam_utils::Backoff;
 use onesided_shm::Mem;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,9 +24,10 @@ use std::time::{Duration, Instant};
 pub(crate) const BOUNCE: usize = 64 << 10;
 /// How often a waiter asks its caller whether to keep waiting.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
-/// Rounds a waiter polls back to back before it backs off: a round trip over tcp or shm takes
-/// 1 to 20 us, a round a fraction of one; yielding the core early cost the shm provider 25% of
-/// its latency (a `sched_yield` per round).
+/// Rounds a waiter polls back to back before it backs off, unless told otherwise
+/// ([`Endpoint::set_spin_rounds`]): a round trip over tcp or shm takes 1 to 20 us, a round a
+/// fraction of one; yielding the core early cost the shm provider 25% of its latency (a
+/// `sched_yield` per round).
 const SPIN_ROUNDS: u32 = 1024;
 /// Rounds between two looks at the clock while spinning.
 const CLOCK_EVERY: u32 = 64;
@@ -59,6 +60,8 @@ pub struct Endpoint {
     pub(crate) max_msg: usize,
     /// The peers inserted so far, by address name.
     peers: RefCell<HashMap<Vec<u8>, Peer>>,
+    /// Rounds a waiter polls back to back before it backs off.
+    spin: Cell<u32>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -170,6 +173,7 @@ impl Endpoint {
             },
             bounce,
             peers: RefCell::new(HashMap::new()),
+            spin: Cell::new(SPIN_ROUNDS),
         })
     }
 
@@ -189,6 +193,12 @@ impl Endpoint {
     /// the suite's exact counts), so every atomic there fetches.
     pub fn plain_atomics(&self) -> bool {
         self.core.domain.provider().name() != "shm"
+    }
+
+    /// How many rounds a wait polls back to back before it yields the core: 0 where the node
+    /// runs more processes than it has CPUs, so that the peer waited for gets the CPU.
+    pub fn set_spin_rounds(&self, rounds: u32) {
+        self.spin.set(rounds);
     }
 
     /// Whether local buffers must be registered (`FI_MR_LOCAL`).
@@ -298,7 +308,7 @@ impl Endpoint {
     ) -> Result<Option<Slot>, FiError> {
         self.core.touch();
         let (ctx, slot) = self.core.track().issue(peer.index, slot, keep);
-        let mut patience = Patience::new(&self.core, keep_waiting);
+        let mut patience = Patience::new(&self.core, self.spin.get(), keep_waiting);
         loop {
             let ret = call(ctx as *mut libc::c_void);
             let failed = if ret == -(sys::FI_EAGAIN as isize) {
@@ -328,7 +338,7 @@ impl Endpoint {
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Option<Staged>, FiError> {
         self.core.touch();
-        let mut patience = Patience::new(&self.core, keep_waiting);
+        let mut patience = Patience::new(&self.core, self.spin.get(), keep_waiting);
         loop {
             if let Some((keep, failed)) = self.core.track().take(slot) {
                 self.core.touch();
@@ -352,7 +362,7 @@ impl Endpoint {
     /// milliseconds and ends the wait with an error when it says no (a peer known to be dead).
     pub fn flush(&self, peer: Peer, keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
         self.core.touch();
-        let mut patience = Patience::new(&self.core, keep_waiting);
+        let mut patience = Patience::new(&self.core, self.spin.get(), keep_waiting);
         loop {
             let flushed = self.core.track().flushed(peer.index);
             match flushed {
@@ -404,7 +414,7 @@ pub enum Waiting {
     GiveUp,
 }
 
-/// The pace of a wait on the provider: poll back to back for [`SPIN_ROUNDS`], then spin a little
+/// The pace of a wait on the provider: poll back to back for a while ([`SPIN_ROUNDS`]), then spin a little
 /// and yield the core on every round (a [`Backoff`]; or block in the wait object while the
 /// caller says [`Waiting::Idle`]), and every [`CHECK_EVERY`] ask the caller whether and how to
 /// go on.
@@ -415,10 +425,11 @@ struct Patience<'a> {
     backoff: Backoff,
     idle: bool,
     rounds: u32,
+    spin: u32,
 }
 
 impl<'a> Patience<'a> {
-    fn new(core: &'a Core, keep_waiting: &'a dyn Fn() -> Waiting) -> Patience<'a> {
+    fn new(core: &'a Core, spin: u32, keep_waiting: &'a dyn Fn() -> Waiting) -> Patience<'a> {
         Patience {
             core,
             keep_waiting,
@@ -426,13 +437,14 @@ impl<'a> Patience<'a> {
             backoff: Backoff::new(),
             idle: false,
             rounds: 0,
+            spin,
         }
     }
 
     /// One round of waiting for `op`; an error once `keep_waiting` gives up.
     fn tick(&mut self, op: &str) -> Result<(), FiError> {
         self.rounds = self.rounds.saturating_add(1);
-        let spinning = self.rounds < SPIN_ROUNDS;
+        let spinning = self.rounds < self.spin;
         if self.idle {
             self.core.touch();
             self.core.wait();

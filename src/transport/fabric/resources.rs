@@ -38,6 +38,9 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
             return Ok(r);
         }
         let ep = open_endpoint(&open_domain(config)?)?;
+        if crate::wait::crowded() {
+            ep.set_spin_rounds(0);
+        }
         let native = match config.atomics {
             Atomics::Software => 0,
             Atomics::Auto => native_mask(&ep),
