@@ -47,6 +47,8 @@ mod ops;
 #[cfg(have_libfabric)]
 mod region;
 #[cfg(have_libfabric)]
+mod request;
+#[cfg(have_libfabric)]
 mod stage;
 #[cfg(have_libfabric)]
 mod track;
@@ -60,9 +62,11 @@ pub use error::FiError;
 #[cfg(have_libfabric)]
 pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, version};
 #[cfg(have_libfabric)]
-pub use ops::{Remote, Ticket};
+pub use ops::Remote;
 #[cfg(have_libfabric)]
 pub use region::{Access, Region, RegionKey};
+#[cfg(have_libfabric)]
+pub use request::Ticket;
 
 /// The libfabric version this crate was built against, or `None` when it was built without.
 #[cfg(have_libfabric)]

@@ -5,12 +5,9 @@
 //! alone, not for unrelated operations in flight. Where the provider demands registered local
 //! buffers (`FI_MR_LOCAL`), small transfers and atomic operands pass through the endpoint's
 //! registered bounce buffer, and larger transfers register the caller's memory for the call
-//! (zero-copy). The request forms ([`Endpoint::start_write`], [`Endpoint::start_read`],
-//! [`Endpoint::start_atomic_many`]) move data through buffers the endpoint owns until the
-//! operations settle, and return a [`Ticket`].
+//! (zero-copy). The request forms are in `request.rs`.
 
-use crate::core::Core;
-use crate::domain::{AtomicKind, AtomicOp, Datatype};
+use crate::domain::{AtomicOp, Datatype};
 use crate::endpoint::{BOUNCE, Endpoint, Peer, Waiting};
 use crate::error::FiError;
 use crate::region::{Access, Mr};
@@ -18,7 +15,6 @@ use crate::stage::Staged;
 use crate::sys;
 use crate::track::Slot;
 use std::ptr;
-use std::sync::Arc;
 
 /// Offsets in the bounce buffer of atomic operand, compare value and result.
 const OPERAND: usize = 0;
@@ -37,7 +33,7 @@ pub struct Remote {
 }
 
 impl Remote {
-    fn at(self, offset: usize) -> Remote {
+    pub(crate) fn at(self, offset: usize) -> Remote {
         Remote {
             addr: self.addr + offset as u64,
             ..self
@@ -45,45 +41,13 @@ impl Remote {
     }
 }
 
-/// Operations posted by a request form, waited for by [`Endpoint::finish`] or polled by
-/// [`Endpoint::test`]. Dropped unfinished, the operations settle on their own, and the buffers
-/// they use are freed only then.
-pub struct Ticket {
-    slots: Vec<Slot>,
-    /// Where results land (reads, fetching atomics), at `result`.
-    staged: Option<Staged>,
-    result: usize,
-    core: Arc<Core>,
-}
-
-impl std::fmt::Debug for Ticket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ticket")
-            .field("operations", &self.slots.len())
-            .finish()
-    }
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        let mut track = self.core.track();
-        let freed: Vec<Staged> = self
-            .slots
-            .drain(..)
-            .filter_map(|s| track.abandon(s))
-            .collect();
-        drop(track);
-        drop(freed);
-    }
-}
-
-fn invalid(op: &str) -> FiError {
+pub(crate) fn invalid(op: &str) -> FiError {
     FiError::new(op, -(sys::FI_EINVAL as i64))
 }
 
 impl Endpoint {
     /// The largest piece one operation moves: the provider's limit.
-    fn step(&self) -> usize {
+    pub(crate) fn step(&self) -> usize {
         self.max_msg
     }
 
@@ -193,7 +157,7 @@ impl Endpoint {
 
     /// Inject `src` (at most the provider's inject size) to `to`: reusable at once, counted for
     /// the peer's flush.
-    fn inject(
+    pub(crate) fn inject(
         &self,
         src: &[u8],
         to: Remote,
@@ -219,7 +183,7 @@ impl Endpoint {
     /// Post one write of `len` bytes at `buf`: injected (counted only) when `inject`, else with
     /// a slot of its own, keeping `keep` until it settles.
     #[allow(clippy::too_many_arguments)]
-    fn rma_write(
+    pub(crate) fn rma_write(
         &self,
         buf: usize,
         len: usize,
@@ -266,7 +230,7 @@ impl Endpoint {
     }
 
     /// Post one read of `len` bytes into `buf`, with a slot of its own keeping `keep`.
-    fn rma_read(
+    pub(crate) fn rma_read(
         &self,
         buf: usize,
         len: usize,
@@ -434,158 +398,5 @@ impl Endpoint {
         })?;
         self.wait_slot(op, slot.ok_or_else(|| invalid(op))?, keep_waiting)?;
         b.read(RESULT, &mut result[..size]).map_err(|_| invalid(op))
-    }
-
-    fn ticket(&self, slots: Vec<Slot>, staged: Option<Staged>, result: usize) -> Ticket {
-        Ticket {
-            slots,
-            staged,
-            result,
-            core: self.core.clone(),
-        }
-    }
-
-    /// Start writing `src` to `to`: `src` is copied (injected when small, else into a buffer
-    /// the endpoint owns), so it may be reused at once; the ticket completes when the write is
-    /// complete at this origin.
-    pub fn start_write(
-        &self,
-        src: &[u8],
-        to: Remote,
-        keep_waiting: &dyn Fn() -> Waiting,
-    ) -> Result<Ticket, FiError> {
-        if src.len() <= self.inject {
-            self.inject(src, to, keep_waiting)?;
-            return Ok(self.ticket(Vec::new(), None, 0));
-        }
-        let staged = Staged::new(&self.core, src.len(), self.local_mr)?;
-        staged.write(0, src)?;
-        let mut t = self.ticket(Vec::new(), None, 0);
-        let (base, desc, step) = (staged.mem().addr(), staged.desc(), self.step());
-        for at in (0..src.len()).step_by(step) {
-            let n = step.min(src.len() - at);
-            let keep = Some(staged.clone());
-            let s = self.rma_write(base + at, n, desc, to.at(at), keep, false, keep_waiting)?;
-            t.slots.extend(s);
-        }
-        Ok(t)
-    }
-
-    /// Start reading `len` bytes at `from` into a buffer the endpoint owns; [`Endpoint::finish`]
-    /// hands them over.
-    pub fn start_read(
-        &self,
-        len: usize,
-        from: Remote,
-        keep_waiting: &dyn Fn() -> Waiting,
-    ) -> Result<Ticket, FiError> {
-        let staged = Staged::new(&self.core, len, self.local_mr)?;
-        let mut t = self.ticket(Vec::new(), Some(staged.clone()), 0);
-        let (base, desc, step) = (staged.mem().addr(), staged.desc(), self.step());
-        for at in (0..len).step_by(step) {
-            let n = step.min(len - at);
-            let keep = Some(staged.clone());
-            t.slots
-                .push(self.rma_read(base + at, n, desc, from.at(at), keep, keep_waiting)?);
-        }
-        Ok(t)
-    }
-
-    /// Start `op` on the `operands.len() / dtype.size()` consecutive `dtype` elements at `to`,
-    /// each atomic on its own. With `fetch`, the old values are fetched (`fi_fetch_atomic`) into
-    /// a buffer the endpoint owns, which [`Endpoint::finish`] hands over; without, nothing comes
-    /// back (`fi_atomic`, half the bytes on the wire), which only providers whose non-fetching
-    /// atomics have read their operands when they complete allow ([`Endpoint::plain_atomics`]).
-    /// One call carries as many elements as the provider allows for `(dtype, op)`
-    /// (`fi_query_atomic`'s count), all in flight together.
-    pub fn start_atomic_many(
-        &self,
-        dtype: Datatype,
-        op: AtomicOp,
-        operands: &[u8],
-        fetch: bool,
-        to: Remote,
-        keep_waiting: &dyn Fn() -> Waiting,
-    ) -> Result<Ticket, FiError> {
-        let (name, kind) = match fetch {
-            true => ("fi_fetch_atomic", AtomicKind::Fetch),
-            false => ("fi_atomic", AtomicKind::Plain),
-        };
-        let (size, len) = (dtype.size(), operands.len());
-        if !len.is_multiple_of(size) || !(fetch || self.plain_atomics()) {
-            return Err(invalid(name));
-        }
-        let max = self.domain().atomic_count(dtype, op, kind);
-        if max == 0 {
-            return Err(FiError::new(name, -(sys::FI_EOPNOTSUPP as i64)));
-        }
-        let room = if fetch { 2 * len } else { len };
-        let staged = Staged::new(&self.core, room, self.local_mr)?;
-        staged.write(0, operands)?;
-        let mut t = self.ticket(Vec::new(), fetch.then(|| staged.clone()), len);
-        let (base, desc, piece) = (staged.mem().addr(), staged.desc(), max * size);
-        for at in (0..len).step_by(piece) {
-            let (n, to) = (piece.min(len - at) / size, to.at(at));
-            let (src, old) = (base + at, base + len + at);
-            let keep = Some(staged.clone());
-            // SAFETY: the endpoint is open; the piece's operands (and results) lie in the staged
-            // buffer, which the slot keeps until the operation settles.
-            let s = self.post(name, to.peer, true, keep, keep_waiting, |ctx| unsafe {
-                let (ep, peer, dt, o) = (self.core.ep, to.peer.addr, dtype.raw(), op.raw());
-                let src = src as *const libc::c_void;
-                match fetch {
-                    true => sys::fi_fetch_atomic(
-                        ep,
-                        src,
-                        n,
-                        desc,
-                        old as *mut libc::c_void,
-                        desc,
-                        peer,
-                        to.addr,
-                        to.key,
-                        dt,
-                        o,
-                        ctx,
-                    ),
-                    false => sys::fi_atomic(ep, src, n, desc, peer, to.addr, to.key, dt, o, ctx),
-                }
-            })?;
-            t.slots.extend(s);
-        }
-        Ok(t)
-    }
-
-    /// Whether every operation of `ticket` has settled (progressing the endpoint once).
-    pub fn test(&self, ticket: &Ticket) -> bool {
-        self.core.touch();
-        self.core.poll();
-        let track = self.core.track();
-        ticket.slots.iter().all(|&s| track.settled(s))
-    }
-
-    /// Wait for every operation of `ticket`; the bytes read or fetched go to `out` (as many as
-    /// it holds). The first failure is returned, after every operation has been waited for.
-    pub fn finish(
-        &self,
-        mut ticket: Ticket,
-        out: Option<&mut [u8]>,
-        keep_waiting: &dyn Fn() -> Waiting,
-    ) -> Result<(), FiError> {
-        let slots = std::mem::take(&mut ticket.slots);
-        let mut waited = Ok(());
-        for (i, &s) in slots.iter().enumerate() {
-            if let Err(e) = self.wait_slot("operation", s, keep_waiting) {
-                // The slots not waited for yet are abandoned with the ticket.
-                ticket.slots = slots[i + 1..].to_vec();
-                waited = Err(e);
-                break;
-            }
-        }
-        waited?;
-        match (out, &ticket.staged) {
-            (Some(out), Some(staged)) => staged.read(ticket.result, out),
-            _ => Ok(()),
-        }
     }
 }
