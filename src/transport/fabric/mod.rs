@@ -393,23 +393,17 @@ impl Transport for FabricTransport<'_> {
         }
     }
 
-    /// On the NIC with element counts, or under the target's accumulate lock taken once (see
-    /// `FabricTransport::on_nic`).
+    /// The request form, completed at once: on the NIC with element counts, or under the
+    /// target's accumulate lock taken once (see `FabricTransport::start_accumulate`).
     fn accumulate_many(
         &self,
         target: usize,
         offset: usize,
         acc: AccumulateMany<'_>,
-        fetched: Option<&mut [u8]>,
+        mut fetched: Option<&mut [u8]>,
     ) -> Result<()> {
-        acc.check(fetched.as_deref())?;
-        if self.on_nic(target, offset, acc.elem)? {
-            let p = self.start_native(target, offset, acc, fetched.is_some())?;
-            self.finish(p, fetched)
-        } else {
-            let watch = || self.peers.all_alive();
-            locked_accumulate_many(self, &watch, target, offset, acc, fetched)
-        }
+        let p = self.start_accumulate(target, offset, acc, fetched.as_deref_mut())?;
+        self.finish(p, fetched)
     }
 
     fn flush(&self, target: usize) -> Result<()> {
