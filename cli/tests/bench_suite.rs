@@ -170,6 +170,25 @@ fn bench_json_of_accumulate_and_n_rank_tests() {
     assert_eq!(recs[0]["datatype"], "MPI_INT");
     assert_eq!(recs[0]["repetitions"], 5);
 
+    // `-T double`: 64-bit elements, so the sweep starts at 8 bytes; fetch_and_op moves one.
+    for (test, sizes) in [
+        ("get_acc_latency", &[8, 16, 32, 64][..]),
+        ("fop_latency", &[8]),
+    ] {
+        let mut args = vec![
+            test, "-T", "double", "-i", "30", "-x", "2", "--format", "json",
+        ];
+        if test == "get_acc_latency" {
+            args.extend(["-m", "1:64"]);
+        }
+        let out = bench(&args);
+        let doc: Value = serde_json::from_str(&out).expect("JSON");
+        let recs = records(&doc, test);
+        assert_eq!(sizes_of(&recs), sizes, "{out}");
+        recs.iter().for_each(|r| check_values(r));
+        assert_eq!(recs[0]["datatype"], "MPI_DOUBLE");
+    }
+
     let out = bench(&[
         "alltoall_put",
         "-n",
@@ -443,7 +462,8 @@ fn bench_all_json_is_one_document_of_every_test() {
 fn bench_refusals_say_why() {
     assert!(refused(&["put_bibw", "-s", "flush"]).contains("pscw, is not in onesided yet"));
     assert!(refused(&["put_latency", "-s", "pscw"]).contains("no post/start/complete/wait"));
-    assert!(refused(&["fop_latency", "-m", "8"]).contains("one 4-byte element"));
+    assert!(refused(&["fop_latency", "-m", "8"]).contains("one element"));
+    assert!(refused(&["put_latency", "-T", "double"]).contains("-T applies to the accumulate"));
     assert!(refused(&["put_latency", "-n", "4"]).contains("-n applies to the N-rank tests"));
     assert!(refused(&["fence_latency", "-n", "1"]).contains("at least 2"));
     assert!(refused(&["put_latency", "-r", "0"]).contains("-r must be at least 1"));

@@ -54,6 +54,7 @@ use onesided_shm::process::{SIGKILL, signal_name};
 use pm::{ALL_PMS, Pm};
 
 const SIGABRT: i32 = 6;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -440,10 +441,17 @@ fn rank_main(name: &str) -> i32 {
                 Ok(_) => format!(" [{}]", flavor_name(flavor)),
                 Err(_) => String::new(),
             };
-            eprintln!("FAILED {name}{variant} rank {me}/{n}: {msg}");
+            complain(&format!("FAILED {name}{variant} rank {me}/{n}: {msg}\n"));
             1
         }
     }
+}
+
+/// Writes `line` to stderr in one call: `eprintln!` writes the pieces of its format one call
+/// at a time, and a process manager that merges the ranks' stderr (mpirun) then mixes the
+/// pieces of two ranks' lines.
+fn complain(line: &str) {
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 fn this_exe() -> PathBuf {

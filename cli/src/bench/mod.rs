@@ -44,13 +44,13 @@ pub enum Test {
     GetBw,
     /// MPI_Put bi-directional bandwidth (osu_put_bibw), fence only.
     PutBibw,
-    /// MPI_Accumulate latency, MPI_SUM of 32-bit integers (osu_acc_latency -T int).
+    /// MPI_Accumulate latency, MPI_SUM of -T elements (osu_acc_latency).
     AccLatency,
-    /// MPI_Get_accumulate latency, MPI_SUM of 32-bit integers (osu_get_acc_latency).
+    /// MPI_Get_accumulate latency, MPI_SUM of -T elements (osu_get_acc_latency).
     GetAccLatency,
-    /// MPI_Fetch_and_op latency, MPI_SUM of one 32-bit integer (osu_fop_latency -T int).
+    /// MPI_Fetch_and_op latency, MPI_SUM of one -T element (osu_fop_latency).
     FopLatency,
-    /// MPI_Compare_and_swap latency, one 32-bit integer (osu_cas_latency -T int).
+    /// MPI_Compare_and_swap latency, one -T element (osu_cas_latency).
     CasLatency,
     /// N ranks: time per MPI_Win_fence with nothing in between.
     FenceLatency,
@@ -150,6 +150,14 @@ impl Test {
         )
     }
 
+    /// A test of the accumulate family, which takes an element type (`-T`).
+    fn is_typed(self) -> bool {
+        matches!(
+            self,
+            Test::AccLatency | Test::GetAccLatency | Test::FopLatency | Test::CasLatency
+        )
+    }
+
     /// A test that sweeps message sizes (`-m`).
     fn is_sized(self) -> bool {
         matches!(
@@ -240,6 +248,31 @@ impl Creation {
     }
 }
 
+/// The element type of the accumulate tests (`-T`), with OSU's names for it.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[value(rename_all = "snake_case")]
+pub enum Datatype {
+    /// 32-bit signed integers (MPI_INT).
+    Int,
+    /// 64-bit signed integers (MPI_LONG).
+    Long,
+    /// 32-bit floats (MPI_FLOAT).
+    Float,
+    /// 64-bit floats (MPI_DOUBLE).
+    Double,
+}
+
+impl Datatype {
+    fn mpi_name(self) -> &'static str {
+        match self {
+            Datatype::Int => "MPI_INT",
+            Datatype::Long => "MPI_LONG",
+            Datatype::Float => "MPI_FLOAT",
+            Datatype::Double => "MPI_DOUBLE",
+        }
+    }
+}
+
 /// How the results are printed (`--format`).
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 #[value(rename_all = "snake_case")]
@@ -284,6 +317,10 @@ pub struct BenchArgs {
     /// Warm-up iterations per size, before the first repetition [default: OSU's, by test and size].
     #[arg(short = 'x', value_name = "WARMUP")]
     pub warmup: Option<usize>,
+    /// Element type of the accumulate tests (acc_latency, get_acc_latency, fop_latency,
+    /// cas_latency), as OSU's `-T` [default: int].
+    #[arg(short = 'T', value_enum, value_name = "TYPE")]
+    pub datatype: Option<Datatype>,
     /// Operations per synchronization in the bandwidth tests [default: 64].
     #[arg(short = 'W', value_name = "WINDOW")]
     pub window: Option<usize>,

@@ -1,7 +1,7 @@
 //! The options of `onesided bench`, checked against the test they are given to, and the
 //! OSU iteration counts.
 
-use super::{BenchArgs, Creation, Format, SyncMode, Test};
+use super::{BenchArgs, Creation, Datatype, Format, SyncMode, Test};
 use onesided::{Error, ErrorClass, Result};
 
 /// The largest window a test may create (bandwidth tests: size * W bytes).
@@ -100,6 +100,7 @@ pub(super) struct Plan {
     /// `-s` as given ([`Plan::sync`] has the default of each test).
     sync: Option<SyncMode>,
     pub creation: Creation,
+    pub datatype: Datatype,
     pub sizes: Sizes,
     pub window: usize,
     /// Ranks of the N-rank tests.
@@ -140,9 +141,16 @@ impl Plan {
                 "the bandwidth tests (put_bw, get_bw, put_bibw, memcpy_bw)",
             ));
         }
+        if args.datatype.is_some() && !(all || t.is_typed()) {
+            return Err(refuse(
+                t,
+                "-T",
+                "the accumulate tests (acc_latency, get_acc_latency, fop_latency, cas_latency)",
+            ));
+        }
         if args.sizes.is_some() && matches!(t, Test::FopLatency | Test::CasLatency) {
             return Err(usage(format!(
-                "{} moves one 4-byte element: -m does not apply",
+                "{} moves one element: -m does not apply",
                 t.name()
             )));
         }
@@ -195,6 +203,7 @@ impl Plan {
         Ok(Plan {
             sync: args.sync,
             creation: args.creation.unwrap_or(Creation::Allocate),
+            datatype: args.datatype.unwrap_or(Datatype::Int),
             sizes,
             window,
             ranks,

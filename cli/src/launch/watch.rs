@@ -20,6 +20,9 @@ use onesided::boot::Hub;
 const POLL: Duration = Duration::from_millis(10);
 /// How long stopped ranks get between `SIGTERM` and `SIGKILL`.
 const GRACE: Duration = Duration::from_secs(1);
+/// How long killed processes of the ranks' groups get to finish exiting, so that what they
+/// leave in `/dev/shm` is theirs no more when the launcher cleans up.
+const TEARDOWN: Duration = Duration::from_secs(5);
 /// How long after finding a failed rank the launcher waits for the hub to name the rank that
 /// failed first, if it names none.
 const SETTLE: Duration = Duration::from_millis(100);
@@ -58,8 +61,8 @@ struct Watch<'a> {
 }
 
 /// Watches the ranks until all have exited, stopping them after a failure, a signal or a rank
-/// that does not join within `start`; then kills what is left of their process groups, reaps
-/// them and returns the launcher's exit code.
+/// that does not join within `start`; then kills what is left of their process groups, waits
+/// for those processes to finish exiting, reaps the ranks and returns the launcher's exit code.
 pub(super) fn wait_all(
     ranks: &mut [Rank],
     hub: &Hub,
@@ -91,6 +94,15 @@ pub(super) fn wait_all(
         thread::sleep(POLL);
     }
     signal_groups(watch.ranks, SIGKILL);
+    let start = Instant::now();
+    while watch
+        .ranks
+        .iter()
+        .any(|r| process::group_running(r.child.id()))
+        && start.elapsed() < TEARDOWN
+    {
+        thread::sleep(POLL);
+    }
     for rank in watch.ranks.iter_mut() {
         let _ = rank.child.wait();
     }
