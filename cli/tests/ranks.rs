@@ -35,6 +35,8 @@ mod harness;
 mod passive;
 #[path = "ranks/pm.rs"]
 mod pm;
+#[path = "ranks/pscw.rs"]
+mod pscw;
 #[path = "ranks/requests.rs"]
 mod requests;
 #[path = "ranks/shared.rs"]
@@ -292,6 +294,10 @@ static SCENARIOS: &[Scenario] = &[
     flavored("atomics::cas_claims", atomics::cas_claims, &[3]),
     flavored("atomics::ops_and_types", atomics::ops_and_types, &[2, 3]),
     flavored("atomics::vectors", atomics::vectors, &[3]),
+    flavored("pscw::ring", pscw::ring, &[2, 3, 8]),
+    flavored("pscw::many_to_one", pscw::many_to_one, &[2, 4]),
+    flavored("pscw::target_computes", pscw::target_computes, &[2]),
+    flavored("pscw::errors", pscw::errors, &[2]),
     flavored("requests::overlap", requests::overlap, &[2, 3]),
     flavored("requests::accumulate", requests::accumulate, &[3]),
     flavored("requests::errors", requests::errors, &[2]),
@@ -375,6 +381,15 @@ static SCENARIOS: &[Scenario] = &[
         ..scenario(
             "failure::requests_to_dead_rank",
             failure::requests_to_dead_rank,
+            &[3],
+        )
+    },
+    Scenario {
+        flavors: &[Flavor::Allocate],
+        expect: killed(last, true),
+        ..scenario(
+            "failure::pscw_partner_dies",
+            failure::pscw_partner_dies,
             &[3],
         )
     },

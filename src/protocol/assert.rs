@@ -64,6 +64,10 @@ pub(crate) const FENCE: Assert =
     Assert(Assert::NOSTORE.0 | Assert::NOPUT.0 | Assert::NOPRECEDE.0 | Assert::NOSUCCEED.0);
 /// Asserts accepted by lock and lock_all.
 pub(crate) const LOCK: Assert = Assert::NOCHECK;
+/// Asserts accepted by post.
+pub(crate) const POST: Assert = Assert(Assert::NOCHECK.0 | Assert::NOSTORE.0 | Assert::NOPUT.0);
+/// Asserts accepted by start.
+pub(crate) const START: Assert = Assert::NOCHECK;
 
 #[cfg(test)]
 mod tests {
@@ -79,6 +83,13 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.class(), ErrorClass::Assert);
         let e = Assert::NOSUCCEED.check(LOCK, "lock").unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Assert);
+        assert!(
+            (Assert::NOCHECK | Assert::NOSTORE | Assert::NOPUT)
+                .check(POST, "post")
+                .is_ok()
+        );
+        let e = Assert::NOPUT.check(START, "start").unwrap_err();
         assert_eq!(e.class(), ErrorClass::Assert);
     }
 }

@@ -3,10 +3,12 @@
 //! records the call only once it succeeded ([`Epochs::issued`], [`Epochs::lock`] after
 //! [`Epochs::may_lock`]), so a refused call leaves the state as it was.
 //!
-//! # MPI-4.1: 12.5 (synchronization calls), 12.5.1 (fence), 12.5.3 (lock)
+//! # MPI-4.1: 12.5 (synchronization calls), 12.5.1 (fence), 12.5.2 (post/start/complete/wait),
+//! 12.5.3 (lock)
 
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::lockword::LockType;
+use crate::protocol::pscw::{PostWait, Pscw};
 
 fn sync_err(msg: impl Into<String>) -> Error {
     Error::new(ErrorClass::RmaSync, msg)
@@ -35,6 +37,7 @@ pub struct Epochs {
     locks: Vec<Option<LockType>>,
     held: usize,
     lock_all: bool,
+    pscw: Pscw,
 }
 
 impl Epochs {
@@ -45,6 +48,7 @@ impl Epochs {
             locks: vec![None; n],
             held: 0,
             lock_all: false,
+            pscw: Pscw::new(n),
         }
     }
 
@@ -59,11 +63,12 @@ impl Epochs {
         if self.lock_all
             || self.locks.get(target).is_some_and(|l| l.is_some())
             || matches!(self.fence, Fence::Open { .. })
+            || self.pscw.covers(target)
         {
             return Ok(());
         }
         Err(sync_err(format!(
-            "RMA call to rank {target} outside an access epoch (no fence, lock or lock_all covers it)"
+            "RMA call to rank {target} outside an access epoch (no fence, start, lock or lock_all covers it)"
         )))
     }
 
@@ -91,6 +96,11 @@ impl Epochs {
         if self.passive() {
             return Err(sync_err("fence inside a passive-target (lock) epoch"));
         }
+        if self.pscw.accessing() || self.pscw.exposing() {
+            return Err(sync_err(
+                "fence inside an epoch of post/start/complete/wait",
+            ));
+        }
         let used = matches!(self.fence, Fence::Open { used: true });
         if noprecede && used {
             return Err(sync_err(
@@ -110,6 +120,9 @@ impl Epochs {
     pub fn may_lock(&self, target: usize) -> Result<()> {
         if self.lock_all {
             return Err(sync_err("lock while lock_all is held"));
+        }
+        if self.pscw.accessing() {
+            return Err(sync_err("lock inside an access epoch of start"));
         }
         if matches!(self.fence, Fence::Open { used: true }) {
             return Err(sync_err("lock inside a fence epoch with RMA calls"));
@@ -152,6 +165,9 @@ impl Epochs {
         if self.passive() {
             return Err(sync_err("lock_all while a lock or lock_all is held"));
         }
+        if self.pscw.accessing() {
+            return Err(sync_err("lock_all inside an access epoch of start"));
+        }
         if matches!(self.fence, Fence::Open { used: true }) {
             return Err(sync_err("lock_all inside a fence epoch with RMA calls"));
         }
@@ -173,6 +189,52 @@ impl Epochs {
         }
         self.lock_all = false;
         Ok(())
+    }
+
+    /// Begin an access epoch to `targets` (MPI_Win_start), which closes a fence epoch without
+    /// RMA calls; returns the posts to wait for. A refused call changes nothing.
+    pub fn start(&mut self, targets: &[usize], nocheck: bool) -> Result<Vec<PostWait>> {
+        if self.passive() {
+            return Err(sync_err("start inside a passive-target (lock) epoch"));
+        }
+        if matches!(self.fence, Fence::Open { used: true }) {
+            return Err(sync_err("start inside a fence epoch with RMA calls"));
+        }
+        let waits = self.pscw.start(targets, nocheck)?;
+        self.fence = Fence::Closed;
+        Ok(waits)
+    }
+
+    /// Whether an access epoch of start is open.
+    pub fn accessing(&self) -> bool {
+        self.pscw.accessing()
+    }
+
+    /// End the access epoch (MPI_Win_complete); returns its targets.
+    pub fn complete(&mut self) -> Result<Vec<usize>> {
+        self.pscw.complete()
+    }
+
+    /// Begin an exposure epoch to `origins` ranks (MPI_Win_post), which closes a fence epoch
+    /// without RMA calls.
+    pub fn post(&mut self, origins: usize) -> Result<()> {
+        if matches!(self.fence, Fence::Open { used: true }) {
+            return Err(sync_err("post inside a fence epoch with RMA calls"));
+        }
+        self.pscw.post(origins)?;
+        self.fence = Fence::Closed;
+        Ok(())
+    }
+
+    /// The value the completion counter must reach to end the exposure epoch.
+    pub fn completions_due(&self) -> Result<u64> {
+        self.pscw.completions_due()
+    }
+
+    /// End the exposure epoch if the completion counter, read `count`, says every origin
+    /// completed (MPI_Win_wait, MPI_Win_test).
+    pub fn try_end_exposure(&mut self, count: u64) -> Result<bool> {
+        self.pscw.try_end_exposure(count)
     }
 
     /// May flush / flush_local target `target`?
@@ -216,6 +278,11 @@ impl Epochs {
         if matches!(self.fence, Fence::Open { used: true }) {
             return Err(sync_err(
                 "window freed with RMA calls not closed by a fence",
+            ));
+        }
+        if self.pscw.accessing() || self.pscw.exposing() {
+            return Err(sync_err(
+                "window freed while an epoch of post/start/complete/wait is open",
             ));
         }
         Ok(())
@@ -357,5 +424,60 @@ mod tests {
             }
         );
         e.free().unwrap();
+    }
+
+    #[test]
+    fn start_covers_its_group_and_excludes_other_epochs() {
+        let mut e = Epochs::new(4);
+        e.fence(false, false).unwrap();
+        e.post(2).unwrap();
+        let waits = e.start(&[2, 3], false).unwrap();
+        assert_eq!(waits.len(), 2);
+        e.access(2).unwrap();
+        e.access(3).unwrap();
+        assert_eq!(e.access(1).unwrap_err().class(), ErrorClass::RmaSync);
+        assert!(
+            e.passive_access(2).is_err(),
+            "requests are for passive target"
+        );
+        assert!(e.flush(2).is_err());
+        for refused in [
+            e.may_lock(1),
+            e.may_lock_all(),
+            e.fence(false, false).map(drop),
+        ] {
+            assert_eq!(refused.unwrap_err().class(), ErrorClass::RmaSync);
+        }
+        assert_eq!(e.free().unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(e.complete().unwrap(), [2, 3]);
+        assert_eq!(e.access(2).unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(
+            e.fence(false, false).unwrap_err().class(),
+            ErrorClass::RmaSync,
+            "the exposure epoch is still open"
+        );
+        assert!(e.try_end_exposure(2).unwrap());
+        e.free().unwrap();
+    }
+
+    #[test]
+    fn start_and_post_refuse_other_open_epochs() {
+        let mut e = Epochs::new(2);
+        e.lock(LockType::Shared, 1).unwrap();
+        assert_eq!(
+            e.start(&[1], false).unwrap_err().class(),
+            ErrorClass::RmaSync
+        );
+        e.unlock(1).unwrap();
+        e.fence(false, false).unwrap();
+        e.access(1).unwrap();
+        e.issued();
+        assert_eq!(
+            e.start(&[1], false).unwrap_err().class(),
+            ErrorClass::RmaSync
+        );
+        assert_eq!(e.post(1).unwrap_err().class(), ErrorClass::RmaSync);
+        e.fence(false, true).unwrap();
+        e.start(&[1], false).unwrap();
     }
 }

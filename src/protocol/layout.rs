@@ -13,7 +13,8 @@ use crate::protocol::barrier::MAX_ROUNDS;
 
 /// Size of a page, the alignment of window memory.
 pub const PAGE: usize = 4096;
-/// Size of one rank's control block.
+/// Size of the fixed part of a rank's control block; the post counters follow it
+/// ([`ctrl_block`]).
 pub const CTRL_BLOCK: usize = PAGE;
 const LINE: usize = 64;
 
@@ -44,14 +45,35 @@ pub fn barrier_slot(round: usize) -> usize {
 /// never complete, and waiting in it is an error instead of a hang.
 pub const FREED_AT: usize = BARRIER + MAX_ROUNDS * LINE;
 
-const _: () = assert!(FREED_AT + LINE <= ACC_LOCK);
+/// Bumped by each origin of this rank's exposure epoch when it completes its access epoch
+/// (MPI_Win_complete); MPI_Win_wait waits for as many as the epoch's group has origins.
+pub const COMPLETES: usize = FREED_AT + LINE;
+
+const _: () = assert!(COMPLETES + LINE <= ACC_LOCK);
+
+/// First post counter, after the fixed part: the counter of target `t` ([`posted_slot`])
+/// counts the exposure epochs `t` opened to this rank (MPI_Win_post), which its access epochs
+/// (MPI_Win_start) wait for.
+pub const POSTS: usize = CTRL_BLOCK;
+
+/// The offset of the post counter of target `target`.
+pub fn posted_slot(target: usize) -> usize {
+    POSTS + 8 * target
+}
+
+/// Size of a rank's control block in a window of `n` ranks: the fixed part and a post counter
+/// per rank, in whole pages.
+pub fn ctrl_block(n: usize) -> usize {
+    CTRL_BLOCK + (8 * n).div_ceil(PAGE) * PAGE
+}
 
 /// Whether an atomic on the control word at `offset` must ring the block's doorbell: only the
 /// words a rank sleeps on ([`crate::wait::until`]: the barrier slots) or checks when it wakes
-/// ([`FREED_AT`]). Lock words are retried by their waiters, never slept on, so a lock or an
+/// ([`FREED_AT`]), and the counters of post/start/complete/wait ([`COMPLETES`], [`POSTS`]).
+/// Lock words are retried by their waiters, never slept on, so a lock or an
 /// unlock never wakes a target asleep in the library.
 pub fn rings_doorbell(offset: usize) -> bool {
-    (BARRIER..=FREED_AT).contains(&offset)
+    (BARRIER..=COMPLETES).contains(&offset) || offset >= POSTS
 }
 
 /// Round `n` up to a multiple of `align` (a power of two).
@@ -82,14 +104,21 @@ pub struct NodeLayout {
     pub align: usize,
 }
 
-/// Lay out a node segment for local ranks whose window memory is `regions`. With
+/// Lay out a node segment for local ranks whose window memory is `regions`, in a window of `n`
+/// ranks (the size of the control blocks, [`ctrl_block`]). With
 /// `data == false` the window memory lives elsewhere (MPI_Win_create) and only control blocks
 /// are placed. Contiguous memory starts on the largest alignment asked for by a rank with a size
 /// (so the first such rank's does); otherwise each rank with a size starts on its own alignment
 /// and on a page. `None` when the total overflows.
-pub fn node_layout(regions: &[Region], data: bool, contiguous: bool) -> Option<NodeLayout> {
-    let ctrl: Vec<usize> = (0..regions.len()).map(|i| i * CTRL_BLOCK).collect();
-    let mut at = regions.len() * CTRL_BLOCK;
+pub fn node_layout(
+    regions: &[Region],
+    n: usize,
+    data: bool,
+    contiguous: bool,
+) -> Option<NodeLayout> {
+    let block = ctrl_block(n);
+    let ctrl: Vec<usize> = (0..regions.len()).map(|i| i * block).collect();
+    let mut at = regions.len().checked_mul(block)?;
     let mut align = PAGE;
     if data {
         align = regions
@@ -131,27 +160,36 @@ mod tests {
 
     #[test]
     fn contiguous_regions_follow_each_other() {
-        let l = node_layout(&paged(&[10, 0, 7]), true, true).unwrap();
-        assert_eq!(l.ctrl, vec![0, CTRL_BLOCK, 2 * CTRL_BLOCK]);
-        assert_eq!(
-            l.data,
-            vec![3 * CTRL_BLOCK, 3 * CTRL_BLOCK + 10, 3 * CTRL_BLOCK + 10]
-        );
-        assert_eq!((l.total, l.align), (4 * PAGE, PAGE));
+        let l = node_layout(&paged(&[10, 0, 7]), 3, true, true).unwrap();
+        let b = ctrl_block(3);
+        assert_eq!(l.ctrl, vec![0, b, 2 * b]);
+        assert_eq!(l.data, vec![3 * b, 3 * b + 10, 3 * b + 10]);
+        assert_eq!((l.total, l.align), (3 * b + PAGE, PAGE));
     }
 
     #[test]
     fn noncontiguous_regions_start_on_pages() {
-        let l = node_layout(&paged(&[10, 5000, 1]), true, false).unwrap();
-        assert_eq!(l.data, vec![3 * PAGE, 4 * PAGE, 6 * PAGE]);
-        assert_eq!(l.total, 7 * PAGE);
-        assert!(node_layout(&paged(&[usize::MAX]), true, false).is_none());
+        let l = node_layout(&paged(&[10, 5000, 1]), 3, true, false).unwrap();
+        assert_eq!(l.data, vec![6 * PAGE, 7 * PAGE, 9 * PAGE]);
+        assert_eq!(l.total, 10 * PAGE);
+        assert!(node_layout(&paged(&[usize::MAX]), 1, true, false).is_none());
     }
 
     #[test]
     fn control_only() {
-        let l = node_layout(&paged(&[1 << 30, 8]), false, false).unwrap();
-        assert_eq!((l.total, l.align), (2 * CTRL_BLOCK, PAGE));
+        let l = node_layout(&paged(&[1 << 30, 8]), 2, false, false).unwrap();
+        assert_eq!((l.total, l.align), (2 * ctrl_block(2), PAGE));
+    }
+
+    #[test]
+    fn control_blocks_hold_a_post_counter_per_rank() {
+        assert_eq!(ctrl_block(1), 2 * PAGE);
+        assert_eq!(ctrl_block(512), 2 * PAGE);
+        assert_eq!(ctrl_block(513), 3 * PAGE);
+        for n in [1, 2, 512, 513, 4096] {
+            assert!(posted_slot(n - 1) + 8 <= ctrl_block(n));
+            assert!(posted_slot(0) >= ACC_LOCK + LINE);
+        }
     }
 
     #[test]
@@ -173,11 +211,11 @@ mod tests {
         ];
         // Noncontiguous: each rank with a size on its own alignment; the mapping on the largest
         // of those (a rank without memory asks for nothing).
-        let l = node_layout(&regions, true, false).unwrap();
-        assert_eq!(l.data, vec![3 * PAGE, K64, K64 + PAGE]);
+        let l = node_layout(&regions, 3, true, false).unwrap();
+        assert_eq!(l.data, vec![6 * PAGE, K64, K64 + PAGE]);
         assert_eq!((l.total, l.align), (K64 + 2 * PAGE, K64));
         // Contiguous: the memory starts on the largest alignment, and stays contiguous.
-        let l = node_layout(&regions, true, true).unwrap();
+        let l = node_layout(&regions, 3, true, true).unwrap();
         assert_eq!(l.data, vec![K64, K64, K64 + 24]);
         assert_eq!((l.total, l.align), (K64 + PAGE, K64));
         let huge = [
@@ -190,7 +228,7 @@ mod tests {
                 align: 1 << 63,
             },
         ];
-        assert!(node_layout(&huge, true, false).is_none());
+        assert!(node_layout(&huge, 2, true, false).is_none());
     }
 
     #[test]
@@ -199,6 +237,8 @@ mod tests {
             assert!(rings_doorbell(barrier_slot(round)));
         }
         assert!(rings_doorbell(FREED_AT));
+        assert!(rings_doorbell(COMPLETES));
+        assert!(rings_doorbell(posted_slot(0)) && rings_doorbell(posted_slot(7)));
         for quiet in [LOCK, SLEEPERS, DOORBELL, BARRIER_DONE, ACC_LOCK] {
             assert!(!rings_doorbell(quiet), "offset {quiet}");
         }

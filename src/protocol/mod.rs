@@ -6,4 +6,5 @@ pub mod barrier;
 pub mod epoch;
 pub mod layout;
 pub mod lockword;
+pub mod pscw;
 pub mod reduce;

@@ -154,7 +154,7 @@ impl<'a> ShmTransport<'a> {
                 ));
             }
             let ctrl = whole
-                .sub(key.ctrl, layout::CTRL_BLOCK)
+                .sub(key.ctrl, layout::ctrl_block(keys.len()))
                 .map_err(Error::from)?;
             let data = match (&key.data, rank == me) {
                 (DataDesc::Segment { off, len }, _) => {

@@ -13,6 +13,7 @@
 
 mod atomic;
 mod local;
+mod pscw;
 mod request;
 mod rma;
 mod setup;

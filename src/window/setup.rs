@@ -256,7 +256,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         data,
         total,
         align,
-    } = layout::node_layout(&regions, in_segment, contiguous)
+    } = layout::node_layout(&regions, comm.size(), in_segment, contiguous)
         .ok_or_else(|| Error::new(ErrorClass::NoMem, "window too large for one node"))?;
     // The ranks agreed on the configuration at start-up.
     let forced = comm.job().config.transport_choice() == TransportChoice::Fabric;
@@ -318,7 +318,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     let net = match fabric {
         true => {
             let ctrl_mem = whole
-                .sub(ctrl[at], layout::CTRL_BLOCK)
+                .sub(ctrl[at], layout::ctrl_block(comm.size()))
                 .map_err(Error::from)?;
             Some(net::connect(
                 comm,

@@ -1,4 +1,5 @@
-//! Synchronization calls: fence, lock/unlock, lock_all/unlock_all, flush, sync.
+//! Synchronization calls: fence, lock/unlock, lock_all/unlock_all, flush, sync (post, start,
+//! complete and wait are in `pscw`).
 //!
 //! The decisions (is this call allowed now?) come from [`crate::protocol::epoch`]; the lock
 //! words and the barrier are driven with the transport's atomics on the targets' control blocks,
@@ -94,7 +95,7 @@ impl Window<'_> {
     }
 
     /// Fails once any rank of the window is gone (for waits on locks, which any rank may hold).
-    fn watch_all(&self) -> Result<()> {
+    pub(super) fn watch_all(&self) -> Result<()> {
         self.peers.all_alive()
     }
 
@@ -143,12 +144,19 @@ impl Window<'_> {
         })
     }
 
-    fn release_lock(&self, kind: LockType, target: usize) -> Result<()> {
-        let atomics = self.atomic_route();
-        if self.routes[target] != self.atomics || !atomics.caps().atomics_order_prior {
+    /// Complete at `target` what this rank issued to it, where an atomic that signals the end
+    /// of an epoch to it would not otherwise come after (the atomic route orders atomics after
+    /// earlier operations only for the targets it also moves data to, and where its caps say so).
+    pub(super) fn settle_before_signal(&self, target: usize) -> Result<()> {
+        if self.routes[target] != self.atomics || !self.atomic_route().caps().atomics_order_prior {
             self.complete_at(target)?;
         }
-        atomics
+        Ok(())
+    }
+
+    fn release_lock(&self, kind: LockType, target: usize) -> Result<()> {
+        self.settle_before_signal(target)?;
+        self.atomic_route()
             .amo(
                 target,
                 Space::Control,
@@ -241,7 +249,7 @@ impl Window<'_> {
     /// Complete at `target` every operation to it: data moves and, where they take another
     /// transport, atomics.
     #[inline]
-    fn complete_at(&self, target: usize) -> Result<()> {
+    pub(super) fn complete_at(&self, target: usize) -> Result<()> {
         self.route(target).flush(target)?;
         if self.routes[target] != self.atomics {
             self.atomic_route().flush(target)?;
@@ -300,6 +308,9 @@ impl Window<'_> {
         }
         if self.epochs.borrow().holds_lock_all() {
             result = result.and(self.unlock_all());
+        }
+        if self.epochs.borrow().accessing() {
+            result = result.and(self.complete());
         }
         result
     }

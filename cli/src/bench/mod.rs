@@ -42,7 +42,7 @@ pub enum Test {
     PutBw,
     /// MPI_Get bandwidth (osu_get_bw).
     GetBw,
-    /// MPI_Put bi-directional bandwidth (osu_put_bibw), fence only.
+    /// MPI_Put bi-directional bandwidth (osu_put_bibw), pscw or fence.
     PutBibw,
     /// MPI_Accumulate latency, MPI_SUM of -T elements (osu_acc_latency).
     AccLatency,
@@ -199,7 +199,7 @@ pub enum SyncMode {
     LockAll,
     /// Active target: fences on both ranks.
     Fence,
-    /// Post/start/complete/wait: not in onesided yet, refused with a message saying so.
+    /// Active target: post/start/complete/wait (put_bibw's default, as OSU's).
     Pscw,
 }
 
@@ -212,7 +212,7 @@ impl SyncMode {
             SyncMode::Lock => "MPI_Win_lock/unlock",
             SyncMode::LockAll => "MPI_Win_lock_all/unlock_all",
             SyncMode::Fence => "MPI_Win_fence",
-            SyncMode::Pscw => "Post/Start/Complete/Wait",
+            SyncMode::Pscw => "MPI_Win_post/start/complete/wait",
         }
     }
 
@@ -301,7 +301,7 @@ pub struct BenchArgs {
     /// The test to run.
     #[arg(value_enum, value_name = "TEST")]
     pub test: Test,
-    /// Synchronization of the OSU tests [default: flush; put_bibw: fence].
+    /// Synchronization of the OSU tests [default: flush; put_bibw: pscw].
     #[arg(short = 's', value_enum, value_name = "SYNC")]
     pub sync: Option<SyncMode>,
     /// Window creation of the OSU tests [default: allocate].

@@ -11,7 +11,7 @@
 use super::options::{Kind, Pass, Plan};
 use super::report::{BANDWIDTH, Column, LATENCY, MESSAGE_RATE, Report, Table};
 use super::{Creation, SyncMode, Test, mbps, micros, timed};
-use onesided::{Assert, Error, ErrorClass, Info, LockType, Result, Window, World};
+use onesided::{Assert, Info, LockType, Result, Window, World};
 use std::time::Duration;
 
 /// The datatype OSU's put and get tests move and name in their header.
@@ -134,7 +134,10 @@ pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report)
 
 /// Microseconds per operation of a latency loop that took `time` (fence: two per iteration).
 pub(super) fn latency(time: Duration, sync: SyncMode, pass: Pass) -> f64 {
-    let per_iteration = if sync == SyncMode::Fence { 2.0 } else { 1.0 };
+    let per_iteration = match sync {
+        SyncMode::Fence | SyncMode::Pscw => 2.0,
+        _ => 1.0,
+    };
     micros(time, per_iteration * pass.iters as f64)
 }
 
@@ -215,7 +218,41 @@ pub(super) fn epochs(
             win.fence(N)?;
             win.fence(N)
         }),
-        (SyncMode::Pscw, _) => Err(Error::new(ErrorClass::Intern, "pscw reached a timed loop")),
+        (SyncMode::Pscw, kind) => {
+            let other = win.group().incl(&[peer])?;
+            match kind {
+                Kind::Latency if origin => timed(pass, || {
+                    win.start(&other, N)?;
+                    op(win, peer)?;
+                    win.complete()?;
+                    win.post(&other, N)?;
+                    win.wait()
+                }),
+                Kind::Latency => timed(pass, || {
+                    win.post(&other, N)?;
+                    win.wait()?;
+                    win.start(&other, N)?;
+                    op(win, peer)?;
+                    win.complete()
+                }),
+                Kind::Bandwidth if how.both => timed(pass, || {
+                    win.post(&other, N)?;
+                    win.start(&other, N)?;
+                    op(win, peer)?;
+                    win.complete()?;
+                    win.wait()
+                }),
+                Kind::Bandwidth if origin => timed(pass, || {
+                    win.start(&other, N)?;
+                    op(win, peer)?;
+                    win.complete()
+                }),
+                Kind::Bandwidth => timed(pass, || {
+                    win.post(&other, N)?;
+                    win.wait()
+                }),
+            }
+        }
         _ if !origin => Ok(Duration::ZERO),
         (SyncMode::Flush | SyncMode::FlushLocal, _) => {
             let local = how.sync == SyncMode::FlushLocal;

@@ -297,19 +297,9 @@ fn busy_target(world: &World, flavor: Flavor, busy: Busy) -> Res {
         world.barrier().ctx("barrier")?;
         if me == 1 {
             win.lock(LockType::Shared, 0, Assert::NONE).ctx("lock")?;
-            let start = Instant::now();
             match busy {
                 Busy::Sleep => std::thread::sleep(BUSY_FOR),
-                Busy::Compute => {
-                    let mut x = 1u64;
-                    while start.elapsed() < BUSY_FOR {
-                        for i in 0..10_000u64 {
-                            x = std::hint::black_box(
-                                x.wrapping_mul(6364136223846793005).wrapping_add(i),
-                            );
-                        }
-                    }
-                }
+                Busy::Compute => compute_for(BUSY_FOR),
             }
             win.unlock(0).ctx("unlock")?;
         } else {

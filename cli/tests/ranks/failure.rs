@@ -6,7 +6,8 @@
 //! launcher's SIGKILL, so that no survivor's exit can unblock another one: each must learn of
 //! the dead rank by itself, within bounded time.
 //!
-//! # MPI-4.1: 12.5.1 (fence), 12.5.3 (lock); ULFM's MPI_ERR_PROC_FAILED
+//! # MPI-4.1: 12.5.1 (fence), 12.5.2 (post/start/complete/wait), 12.5.3 (lock); ULFM's
+//! MPI_ERR_PROC_FAILED
 
 use crate::util::*;
 use onesided::{Assert, Flavor, Info, LockType, Request, Window, World};
@@ -129,6 +130,30 @@ pub fn requests_to_dead_rank(world: &World, flavor: Flavor) -> Res {
             Ok(())
         })();
         report(me, "rgets from a dead rank", r)
+    })
+}
+
+/// The last of 3 ranks dies before it posts or starts: rank 0 waits in start for its post and
+/// rank 1, which posted to it, waits in wait for its complete; both must fail with
+/// MPI_ERR_PROC_FAILED.
+pub fn pscw_partner_dies(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    let dead = world.group().incl(&[victim]).ctx("group")?;
+    with_window(world, flavor, 64, 8, &Info::new(), |win| {
+        world.barrier().ctx("barrier")?;
+        if me == victim {
+            std::thread::sleep(BEFORE_DEATH);
+            die();
+        }
+        let _guard = TerminationSignals::install().map_err(|e| format!("catching SIGTERM: {e}"))?;
+        match me {
+            0 => report(me, "start", win.start(&dead, Assert::NONE)),
+            _ => {
+                win.post(&dead, Assert::NONE).ctx("post")?;
+                report(me, "wait", win.wait())
+            }
+        }
     })
 }
 

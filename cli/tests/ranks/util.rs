@@ -153,3 +153,14 @@ pub fn local_u64(win: &Window<'_>, n: usize) -> Result<Vec<u64>, String> {
     win.read_local(0, &mut v).ctx("read_local")?;
     Ok(v)
 }
+
+/// Keep this CPU busy for `d` without a call into onesided (a target that computes).
+pub fn compute_for(d: std::time::Duration) {
+    let start = std::time::Instant::now();
+    let mut x = 1u64;
+    while start.elapsed() < d {
+        for i in 0..10_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+        }
+    }
+}

@@ -191,7 +191,7 @@ impl<'a> FabricTransport<'a> {
                 };
                 Ok(Target {
                     peer: ep.insert(&k.name).map_err(fi_err)?,
-                    ctrl: remote(&k.ctrl, layout::CTRL_BLOCK)?,
+                    ctrl: remote(&k.ctrl, layout::ctrl_block(keys.len()))?,
                     data: remote(&k.data, k.len)?,
                     lead: k.lead,
                 })
