@@ -358,6 +358,7 @@ fn supervise(
         }
     }
     let code = watch::wait_all(&mut ranks, hub, signals, start);
+    watch::wait_gone(&hub.pids());
     let pids: Vec<u32> = ranks.iter().map(|r| r.child.id()).collect();
     // The ranks' own pids where a wrapper started them, and whatever the ranks started: every
     // segment whose owner is gone by now.

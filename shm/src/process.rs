@@ -61,47 +61,15 @@ pub fn pid_alive(pid: u32) -> bool {
 /// that exited but whose parent has not collected it yet runs no more).
 #[must_use]
 pub fn pid_running(pid: u32) -> bool {
-    pid_alive(pid) && Stat::of(&pid.to_string()).is_none_or(|s| s.running())
-}
-
-/// Whether some process of process group `pgid` has not exited yet (zombies do not count), as
-/// `/proc` shows it. A process killed by a signal runs on for a moment while the kernel tears
-/// it down, and only what has finished exiting can be cleaned up after.
-#[must_use]
-pub fn group_running(pgid: u32) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    if !pid_alive(pid) {
         return false;
-    };
-    dir.filter_map(|e| e.ok())
-        .filter_map(|e| Stat::of(e.file_name().to_str()?))
-        .any(|s| s.pgrp == pgid && s.running())
-}
-
-/// The fields of `/proc/<pid>/stat` that this module reads.
-struct Stat {
-    state: char,
-    pgrp: u32,
-}
-
-impl Stat {
-    /// The stat of process `pid` (a decimal string), if it exists and reads as expected.
-    fn of(pid: &str) -> Option<Stat> {
-        if !pid.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The fields follow the command name, which is in parentheses and may contain anything:
-        // state, parent pid, process group.
-        let mut fields = stat.rsplit_once(')')?.1.split_ascii_whitespace();
-        let state = fields.next()?.chars().next()?;
-        let pgrp = fields.nth(1)?.parse().ok()?;
-        Some(Stat { state, pgrp })
     }
-
-    /// Not exited: neither a zombie nor dead.
-    fn running(&self) -> bool {
-        !matches!(self.state, 'Z' | 'X')
-    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name, which is in parentheses and may contain anything.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X'))
 }
 
 /// A process watched for its end. A pid alone cannot tell whether the process it named still
@@ -426,9 +394,7 @@ impl Drop for TerminationSignals {
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        SIGKILL, Watch, group_running, kill, kill_group, peek_exit, pid_alive, pid_running,
-    };
+    use super::{SIGKILL, Watch, kill, kill_group, peek_exit, pid_alive, pid_running};
     use std::io::{BufRead, BufReader};
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     use std::process::{Command, ExitStatus, Stdio};
@@ -474,19 +440,17 @@ mod tests {
         BufReader::new(out).read_line(&mut line).expect("read");
         let grandchild: u32 = line.trim().parse().expect("pid");
         assert!(pid_running(grandchild));
-        assert!(group_running(child.id()));
         kill_group(child.id(), SIGKILL).expect("killpg");
         assert_eq!(ended(child.id()).signal(), Some(SIGKILL));
+        child.wait().expect("wait");
         let start = Instant::now();
-        while group_running(child.id()) {
+        while pid_running(grandchild) {
             assert!(
                 start.elapsed() < Duration::from_secs(10),
                 "grandchild runs on"
             );
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(!pid_running(grandchild), "the group ran on without it");
-        child.wait().expect("wait");
         assert!(kill_group(0, SIGKILL).is_err());
     }
 

@@ -65,6 +65,8 @@ struct State {
     finalized: Vec<bool>,
     /// Ranks that were ever admitted.
     joined: Vec<bool>,
+    /// The process id each admitted rank gave.
+    pids: Vec<Option<u32>>,
     /// When the first rank was admitted.
     first_join: Option<Instant>,
     /// Collectives waiting for contributions.
@@ -160,6 +162,7 @@ impl Hub {
                 peers: vec![None; size],
                 finalized: vec![false; size],
                 joined: vec![false; size],
+                pids: vec![None; size],
                 first_join: None,
                 gathers: Gathers::new(size),
                 failure: None,
@@ -188,6 +191,16 @@ impl Hub {
     /// as the process dies, before its parent can collect its exit status.
     pub fn failure(&self) -> Option<(usize, String)> {
         lock(&self.shared.state).failure.clone()
+    }
+
+    /// The process ids the admitted ranks gave (under a wrapper, not the launcher's children).
+    pub fn pids(&self) -> Vec<u32> {
+        lock(&self.shared.state)
+            .pids
+            .iter()
+            .flatten()
+            .copied()
+            .collect()
     }
 
     /// When the first rank joined (was admitted) and the ranks that have not joined since;
@@ -349,6 +362,7 @@ fn admit(
     paced::write_frame_within(&lock(&writer), &greeting, DEADLINE).ok()?;
     state.peers[rank] = Some(Arc::clone(&writer));
     state.joined[rank] = true;
+    state.pids[rank] = Some(pid);
     state.first_join.get_or_insert_with(Instant::now);
     Some((rank, pid, writer))
 }

@@ -6,13 +6,11 @@
 //! # MPI-4.1: 12.5 (synchronization calls), 12.5.1 (fence), 12.5.2 (post/start/complete/wait),
 //! 12.5.3 (lock)
 
-use crate::error::{Error, ErrorClass, Result};
+use crate::error::Result;
 use crate::protocol::lockword::LockType;
+use crate::protocol::passive::{Access, AllWords, Held, Passive};
 use crate::protocol::pscw::{PostWait, Pscw};
-
-fn sync_err(msg: impl Into<String>) -> Error {
-    Error::new(ErrorClass::RmaSync, msg)
-}
+use crate::protocol::sync_err;
 
 /// The fence epoch: opened by a fence without NOSUCCEED, closed by one with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,9 +32,7 @@ pub struct FencePlan {
 #[derive(Debug, Clone)]
 pub struct Epochs {
     fence: Fence,
-    locks: Vec<Option<LockType>>,
-    held: usize,
-    lock_all: bool,
+    passive: Passive,
     pscw: Pscw,
 }
 
@@ -45,27 +41,24 @@ impl Epochs {
     pub fn new(n: usize) -> Epochs {
         Epochs {
             fence: Fence::Closed,
-            locks: vec![None; n],
-            held: 0,
-            lock_all: false,
+            passive: Passive::new(n),
             pscw: Pscw::new(n),
         }
     }
 
     fn passive(&self) -> bool {
-        self.lock_all || self.held > 0
+        self.passive.open()
     }
 
-    /// May an RMA call target `target` now? Changes nothing: [`Epochs::issued`] records the call
-    /// once it succeeded.
+    /// May an RMA call target `target` now, and what must it do first? Changes nothing:
+    /// [`Epochs::issued`] records the call once it succeeded.
     #[inline]
-    pub fn access(&self, target: usize) -> Result<()> {
-        if self.lock_all
-            || self.locks.get(target).is_some_and(|l| l.is_some())
-            || matches!(self.fence, Fence::Open { .. })
-            || self.pscw.covers(target)
-        {
-            return Ok(());
+    pub fn access(&self, target: usize) -> Result<Access> {
+        if let Some(access) = self.passive.access(target) {
+            return Ok(access);
+        }
+        if matches!(self.fence, Fence::Open { .. }) || self.pscw.covers(target) {
+            return Ok(Access::Ready);
         }
         Err(sync_err(format!(
             "RMA call to rank {target} outside an access epoch (no fence, start, lock or lock_all covers it)"
@@ -81,14 +74,19 @@ impl Epochs {
         }
     }
 
-    /// Whether a request-based call (rput, rget, ...) may target `target`: passive target only.
-    pub fn passive_access(&self, target: usize) -> Result<()> {
-        if self.lock_all || self.locks.get(target).is_some_and(|l| l.is_some()) {
-            return Ok(());
-        }
-        Err(sync_err(format!(
-            "request-based RMA call to rank {target} outside a passive-target epoch"
-        )))
+    /// Whether a request-based call (rput, rget, ...) may target `target` (passive target
+    /// only), and what it must do first.
+    pub fn passive_access(&self, target: usize) -> Result<Access> {
+        self.passive.access(target).ok_or_else(|| {
+            sync_err(format!(
+                "request-based RMA call to rank {target} outside a passive-target epoch"
+            ))
+        })
+    }
+
+    /// A lazy lock_all epoch now holds `target`'s shared lock word.
+    pub fn taken(&mut self, target: usize) {
+        self.passive.taken(target);
     }
 
     /// A fence with `nosucceed` / `noprecede` asserts (already validated for the call).
@@ -118,7 +116,7 @@ impl Epochs {
     /// May a lock epoch on `target` begin now? Changes nothing: [`Epochs::lock`] records it
     /// once the lock is held.
     pub fn may_lock(&self, target: usize) -> Result<()> {
-        if self.lock_all {
+        if self.passive.holds_all() {
             return Err(sync_err("lock while lock_all is held"));
         }
         if self.pscw.accessing() {
@@ -127,44 +125,27 @@ impl Epochs {
         if matches!(self.fence, Fence::Open { used: true }) {
             return Err(sync_err("lock inside a fence epoch with RMA calls"));
         }
-        match self.locks.get(target) {
-            Some(None) => Ok(()),
-            Some(Some(_)) => Err(sync_err(format!("rank {target} is already locked"))),
-            None => Err(Error::new(
-                ErrorClass::Rank,
-                format!("rank {target} out of range"),
-            )),
-        }
+        self.passive.may_lock(target)
     }
 
-    /// Begin a lock epoch on `target` (which closes a fence epoch without RMA calls).
-    pub fn lock(&mut self, kind: LockType, target: usize) -> Result<()> {
+    /// Begin a lock epoch on `target` (which closes a fence epoch without RMA calls); `word`:
+    /// the target's lock word was taken (not under NOCHECK).
+    pub fn lock(&mut self, kind: LockType, target: usize, word: bool) -> Result<()> {
         self.may_lock(target)?;
+        self.passive.lock(target, Held { kind, word })?;
         self.fence = Fence::Closed;
-        self.locks[target] = Some(kind);
-        self.held += 1;
         Ok(())
     }
 
-    /// End the lock epoch on `target`; returns the kind that was held.
-    pub fn unlock(&mut self, target: usize) -> Result<LockType> {
-        match self.locks.get_mut(target).and_then(Option::take) {
-            Some(kind) => {
-                self.held -= 1;
-                Ok(kind)
-            }
-            None => Err(sync_err(format!(
-                "unlock of rank {target}, which is not locked"
-            ))),
-        }
+    /// End the lock epoch on `target`; returns what was held.
+    pub fn unlock(&mut self, target: usize) -> Result<Held> {
+        self.passive.unlock(target)
     }
 
     /// May a lock_all epoch begin now? Changes nothing: [`Epochs::lock_all`] records it once
     /// every lock is held.
     pub fn may_lock_all(&self) -> Result<()> {
-        if self.passive() {
-            return Err(sync_err("lock_all while a lock or lock_all is held"));
-        }
+        self.passive.may_lock_all()?;
         if self.pscw.accessing() {
             return Err(sync_err("lock_all inside an access epoch of start"));
         }
@@ -174,21 +155,18 @@ impl Epochs {
         Ok(())
     }
 
-    /// Begin a lock_all epoch (which closes a fence epoch without RMA calls).
-    pub fn lock_all(&mut self) -> Result<()> {
+    /// Begin a lock_all epoch taking the lock words as `words` says (which closes a fence
+    /// epoch without RMA calls).
+    pub fn lock_all(&mut self, words: AllWords) -> Result<()> {
         self.may_lock_all()?;
+        self.passive.lock_all(words)?;
         self.fence = Fence::Closed;
-        self.lock_all = true;
         Ok(())
     }
 
-    /// End the lock_all epoch.
-    pub fn unlock_all(&mut self) -> Result<()> {
-        if !self.lock_all {
-            return Err(sync_err("unlock_all without lock_all"));
-        }
-        self.lock_all = false;
-        Ok(())
+    /// End the lock_all epoch; returns the targets whose shared lock words it holds.
+    pub fn unlock_all(&mut self) -> Result<Vec<usize>> {
+        self.passive.unlock_all()
     }
 
     /// Begin an access epoch to `targets` (MPI_Win_start), which closes a fence epoch without
@@ -239,11 +217,12 @@ impl Epochs {
 
     /// May flush / flush_local target `target`?
     pub fn flush(&self, target: usize) -> Result<()> {
-        self.passive_access(target).map_err(|_| {
-            sync_err(format!(
+        match self.passive.access(target) {
+            Some(_) => Ok(()),
+            None => Err(sync_err(format!(
                 "flush of rank {target} outside a passive-target epoch"
-            ))
-        })
+            ))),
+        }
     }
 
     /// May flush_all / flush_local_all / sync be called?
@@ -254,17 +233,14 @@ impl Epochs {
         Err(sync_err("flush_all outside a passive-target epoch"))
     }
 
-    /// The targets this origin holds a lock on, with the kind (for cleanup at drop).
-    pub fn held_locks(&self) -> impl Iterator<Item = (usize, LockType)> + '_ {
-        self.locks
-            .iter()
-            .enumerate()
-            .filter_map(|(t, l)| l.map(|k| (t, k)))
+    /// The targets this origin holds a lock on, with what it holds (for cleanup at drop).
+    pub fn held_locks(&self) -> impl Iterator<Item = (usize, Held)> + '_ {
+        self.passive.held_locks()
     }
 
     /// Whether lock_all is held.
     pub fn holds_lock_all(&self) -> bool {
-        self.lock_all
+        self.passive.holds_all()
     }
 
     /// May the window be freed? Every epoch must be closed (a fence epoch without RMA calls
@@ -292,6 +268,7 @@ impl Epochs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorClass;
 
     #[test]
     fn rma_needs_an_epoch() {
@@ -314,24 +291,27 @@ mod tests {
     #[test]
     fn lock_covers_only_its_target() {
         let mut e = Epochs::new(3);
-        e.lock(LockType::Shared, 1).unwrap();
+        e.lock(LockType::Shared, 1, true).unwrap();
         e.access(1).unwrap();
         assert!(e.access(2).is_err());
         assert!(e.passive_access(1).is_ok());
         assert_eq!(
-            e.lock(LockType::Exclusive, 1).unwrap_err().class(),
+            e.lock(LockType::Exclusive, 1, true).unwrap_err().class(),
             ErrorClass::RmaSync
         );
         assert_eq!(
             e.fence(false, false).unwrap_err().class(),
             ErrorClass::RmaSync
         );
-        assert_eq!(e.lock_all().unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(
+            e.lock_all(AllWords::Lazy).unwrap_err().class(),
+            ErrorClass::RmaSync
+        );
         assert_eq!(e.free().unwrap_err().class(), ErrorClass::RmaSync);
-        assert_eq!(e.unlock(1).unwrap(), LockType::Shared);
+        assert_eq!(e.unlock(1).unwrap().kind, LockType::Shared);
         assert_eq!(e.unlock(1).unwrap_err().class(), ErrorClass::RmaSync);
         assert_eq!(
-            e.lock(LockType::Shared, 3).unwrap_err().class(),
+            e.lock(LockType::Shared, 3, true).unwrap_err().class(),
             ErrorClass::Rank
         );
         e.free().unwrap();
@@ -343,11 +323,11 @@ mod tests {
         assert!(e.flush(0).is_err());
         assert!(e.flush_all().is_err());
         assert!(e.unlock_all().is_err());
-        e.lock_all().unwrap();
+        e.lock_all(AllWords::Lazy).unwrap();
         e.access(0).unwrap();
         e.flush(1).unwrap();
         e.flush_all().unwrap();
-        assert!(e.lock(LockType::Shared, 0).is_err());
+        assert!(e.lock(LockType::Shared, 0, true).is_err());
         e.unlock_all().unwrap();
         assert!(e.flush_all().is_err());
     }
@@ -356,7 +336,7 @@ mod tests {
     fn unused_fence_epoch_gives_way_to_lock() {
         let mut e = Epochs::new(2);
         e.fence(true, false).unwrap();
-        e.lock(LockType::Exclusive, 0).unwrap();
+        e.lock(LockType::Exclusive, 0, true).unwrap();
         e.unlock(0).unwrap();
         assert!(
             e.access(0).is_err(),
@@ -365,7 +345,7 @@ mod tests {
         e.fence(false, false).unwrap();
         e.access(0).unwrap();
         e.issued();
-        assert!(e.lock(LockType::Shared, 0).is_err());
+        assert!(e.lock(LockType::Shared, 0, true).is_err());
         assert!(e.free().is_err());
         e.fence(false, false).unwrap();
         e.free().unwrap();
@@ -412,7 +392,7 @@ mod tests {
     #[test]
     fn issued_outside_a_fence_epoch_changes_nothing() {
         let mut e = Epochs::new(2);
-        e.lock(LockType::Shared, 1).unwrap();
+        e.lock(LockType::Shared, 1, true).unwrap();
         e.access(1).unwrap();
         e.issued();
         e.unlock(1).unwrap();
@@ -463,7 +443,7 @@ mod tests {
     #[test]
     fn start_and_post_refuse_other_open_epochs() {
         let mut e = Epochs::new(2);
-        e.lock(LockType::Shared, 1).unwrap();
+        e.lock(LockType::Shared, 1, true).unwrap();
         assert_eq!(
             e.start(&[1], false).unwrap_err().class(),
             ErrorClass::RmaSync

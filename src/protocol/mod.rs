@@ -6,5 +6,13 @@ pub mod barrier;
 pub mod epoch;
 pub mod layout;
 pub mod lockword;
+pub mod passive;
 pub mod pscw;
 pub mod reduce;
+
+use crate::error::{Error, ErrorClass};
+
+/// MPI_ERR_RMA_SYNC: a synchronization or RMA call at the wrong time.
+pub(crate) fn sync_err(msg: impl Into<String>) -> Error {
+    Error::new(ErrorClass::RmaSync, msg)
+}

@@ -20,11 +20,8 @@
 //!
 //! # MPI-4.1: 12.5.2
 
-use crate::error::{Error, ErrorClass, Result};
-
-fn sync_err(msg: impl Into<String>) -> Error {
-    Error::new(ErrorClass::RmaSync, msg)
-}
+use crate::error::Result;
+use crate::protocol::sync_err;
 
 /// What `start` must wait for: the post counter of `target` in this rank's control block
 /// reaching `posts`.
@@ -142,6 +139,7 @@ impl Pscw {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorClass;
 
     #[test]
     fn starts_wait_for_one_more_post_of_each_target_every_time() {

@@ -105,7 +105,7 @@ impl Window<'_> {
         count: usize,
     ) -> Result<usize> {
         let off = self.range(target, disp, elem_bytes::<T>(count)?)?;
-        self.epochs.borrow().access(target)?;
+        self.enter(target, false)?;
         Ok(off)
     }
 

@@ -133,7 +133,7 @@ impl Window<'_> {
     /// covering `target`; the byte offset of `len` bytes at `disp`.
     fn request_range(&self, target: usize, disp: usize, len: usize) -> Result<usize> {
         let off = self.range(target, disp, len)?;
-        self.epochs.borrow().passive_access(target)?;
+        self.enter(target, true)?;
         Ok(off)
     }
 

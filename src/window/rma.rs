@@ -23,7 +23,7 @@ impl Window<'_> {
         in_call(Some(self.rank()), "MPI_Put", || {
             let bytes: &[u8] = bytemuck::cast_slice(origin);
             let off = self.range(target, disp, bytes.len())?;
-            self.epochs.borrow().access(target)?;
+            self.enter(target, false)?;
             self.route(target).put(target, Space::Data, off, bytes)?;
             self.epochs.borrow_mut().issued();
             Ok(())
@@ -39,7 +39,7 @@ impl Window<'_> {
         in_call(Some(self.rank()), "MPI_Get", || {
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(origin);
             let off = self.range(target, disp, bytes.len())?;
-            self.epochs.borrow().access(target)?;
+            self.enter(target, false)?;
             self.route(target).get(target, Space::Data, off, bytes)?;
             self.epochs.borrow_mut().issued();
             Ok(())

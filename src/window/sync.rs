@@ -12,6 +12,7 @@ use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::assert::{self, Assert};
 use crate::protocol::lockword::{self, Amo, LockType, Outcome};
+use crate::protocol::passive::{Access, AllWords};
 use crate::protocol::{barrier, layout};
 use crate::transport::{Space, Transport};
 use crate::wait;
@@ -177,8 +178,9 @@ impl Window<'_> {
         Ok(())
     }
 
-    /// Begin a passive-target epoch on `target` with a shared or exclusive lock. Accepts NOCHECK.
-    /// A lock that cannot be taken changes no epoch state.
+    /// Begin a passive-target epoch on `target` with a shared or exclusive lock. Accepts NOCHECK
+    /// (no conflicting lock is held meanwhile: the lock word is not touched). A lock that cannot
+    /// be taken changes no epoch state.
     ///
     /// # MPI-4.1: 12.5.3 (MPI_WIN_LOCK)
     pub fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
@@ -186,8 +188,11 @@ impl Window<'_> {
             self.check_target(target)?;
             self.lockable(assert, "lock")?;
             self.epochs.borrow().may_lock(target)?;
-            self.acquire(kind, target)?;
-            self.epochs.borrow_mut().lock(kind, target)
+            let word = !assert.contains(Assert::NOCHECK);
+            if word {
+                self.acquire(kind, target)?;
+            }
+            self.epochs.borrow_mut().lock(kind, target, word)
         })
     }
 
@@ -198,39 +203,81 @@ impl Window<'_> {
     pub fn unlock(&self, target: usize) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Win_unlock", || {
             self.check_target(target)?;
-            let kind = self.epochs.borrow_mut().unlock(target)?;
-            self.release_lock(kind, target)
+            let held = self.epochs.borrow_mut().unlock(target)?;
+            match held.word {
+                true => self.release_lock(held.kind, target),
+                false => self.complete_at(target),
+            }
         })
     }
 
-    /// Begin a shared-lock epoch on every rank of the window. Accepts NOCHECK. If a lock cannot
-    /// be taken, those taken are released and no epoch state changes.
+    /// Begin a shared-lock epoch on every rank of the window. Accepts NOCHECK (no lock word is
+    /// touched). A target's shared lock word is taken at the first RMA call to it, except for
+    /// memory this rank reaches by loads and stores too (its own, and node peers' memory that
+    /// `shared_query` maps), whose words are taken now; if one cannot be, those taken are
+    /// released and no epoch state changes.
     ///
     /// # MPI-4.1: 12.5.3 (MPI_WIN_LOCK_ALL)
     pub fn lock_all(&self, assert: Assert) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Win_lock_all", || {
             self.lockable(assert, "lock_all")?;
             self.epochs.borrow().may_lock_all()?;
-            for target in 0..self.comm.size() {
+            let (words, now) = match assert.contains(Assert::NOCHECK) {
+                true => (AllWords::Unchecked, Vec::new()),
+                false => (AllWords::Lazy, self.loaded_targets()),
+            };
+            for (i, &target) in now.iter().enumerate() {
                 if let Err(e) = self.acquire(LockType::Shared, target) {
-                    for held in 0..target {
+                    for &held in &now[..i] {
                         let _ = self.release_lock(LockType::Shared, held);
                     }
                     return Err(e);
                 }
             }
-            self.epochs.borrow_mut().lock_all()
+            let mut epochs = self.epochs.borrow_mut();
+            epochs.lock_all(words)?;
+            now.into_iter().for_each(|t| epochs.taken(t));
+            Ok(())
         })
     }
 
-    /// End the lock_all epoch: every RMA call completes, then every shared lock is released.
+    /// The ranks whose window memory this rank reaches by loads and stores: its own, and the
+    /// node peers' memory mapped for `shared_query`.
+    fn loaded_targets(&self) -> Vec<usize> {
+        (0..self.comm.size())
+            .filter(|&t| t == self.rank() || self.shared.get(t).is_some_and(|m| m.is_some()))
+            .collect()
+    }
+
+    /// The checks of an RMA call to `target`, and the shared lock word a lazy lock_all takes
+    /// at the first call to it; `passive`: only a passive-target epoch covers request-based
+    /// calls.
+    #[inline]
+    pub(super) fn enter(&self, target: usize, passive: bool) -> Result<()> {
+        let epochs = self.epochs.borrow();
+        let access = match passive {
+            true => epochs.passive_access(target)?,
+            false => epochs.access(target)?,
+        };
+        drop(epochs);
+        if access == Access::TakeWord {
+            self.acquire(LockType::Shared, target)?;
+            self.epochs.borrow_mut().taken(target);
+        }
+        Ok(())
+    }
+
+    /// End the lock_all epoch: every RMA call completes, then every shared lock word taken is
+    /// released.
     ///
     /// # MPI-4.1: 12.5.3 (MPI_WIN_UNLOCK_ALL)
     pub fn unlock_all(&self) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Win_unlock_all", || {
-            self.epochs.borrow_mut().unlock_all()?;
+            let taken = self.epochs.borrow_mut().unlock_all()?;
             self.transports().try_for_each(|t| t.flush_all())?;
-            (0..self.comm.size()).try_for_each(|t| self.release_lock(LockType::Shared, t))
+            taken
+                .into_iter()
+                .try_for_each(|t| self.release_lock(LockType::Shared, t))
         })
     }
 
@@ -300,11 +347,10 @@ impl Window<'_> {
     /// Release whatever this rank still holds (at free or drop), so that other ranks are not
     /// blocked by an epoch this rank forgot to close.
     pub(super) fn close_epochs(&self) -> Result<()> {
-        let held: Vec<(usize, LockType)> = self.epochs.borrow().held_locks().collect();
+        let held: Vec<usize> = self.epochs.borrow().held_locks().map(|(t, _)| t).collect();
         let mut result = Ok(());
-        for (target, kind) in held {
-            let _ = self.epochs.borrow_mut().unlock(target);
-            result = result.and(self.release_lock(kind, target));
+        for target in held {
+            result = result.and(self.unlock(target));
         }
         if self.epochs.borrow().holds_lock_all() {
             result = result.and(self.unlock_all());

@@ -20,8 +20,7 @@ use onesided::boot::Hub;
 const POLL: Duration = Duration::from_millis(10);
 /// How long stopped ranks get between `SIGTERM` and `SIGKILL`.
 const GRACE: Duration = Duration::from_secs(1);
-/// How long killed processes of the ranks' groups get to finish exiting, so that what they
-/// leave in `/dev/shm` is theirs no more when the launcher cleans up.
+/// How long the ranks' processes get to finish exiting once the job is over ([`wait_gone`]).
 const TEARDOWN: Duration = Duration::from_secs(5);
 /// How long after finding a failed rank the launcher waits for the hub to name the rank that
 /// failed first, if it names none.
@@ -61,8 +60,8 @@ struct Watch<'a> {
 }
 
 /// Watches the ranks until all have exited, stopping them after a failure, a signal or a rank
-/// that does not join within `start`; then kills what is left of their process groups, waits
-/// for those processes to finish exiting, reaps the ranks and returns the launcher's exit code.
+/// that does not join within `start`; then kills what is left of their process groups, reaps
+/// them and returns the launcher's exit code.
 pub(super) fn wait_all(
     ranks: &mut [Rank],
     hub: &Hub,
@@ -94,19 +93,20 @@ pub(super) fn wait_all(
         thread::sleep(POLL);
     }
     signal_groups(watch.ranks, SIGKILL);
-    let start = Instant::now();
-    while watch
-        .ranks
-        .iter()
-        .any(|r| process::group_running(r.child.id()))
-        && start.elapsed() < TEARDOWN
-    {
-        thread::sleep(POLL);
-    }
     for rank in watch.ranks.iter_mut() {
         let _ = rank.child.wait();
     }
     watch.code
+}
+
+/// Waits (at most [`TEARDOWN`]) until none of the processes `pids` runs any more: a rank
+/// started through a wrapper, killed with its process group, may still be exiting when the
+/// wrapper has been reaped, and what it leaves in `/dev/shm` is only removable once it is gone.
+pub(super) fn wait_gone(pids: &[u32]) {
+    let start = Instant::now();
+    while pids.iter().any(|&pid| process::pid_running(pid)) && start.elapsed() < TEARDOWN {
+        thread::sleep(POLL);
+    }
 }
 
 /// Sends `sig` to the process group of every rank: ranks that exited are still unreaped, so

@@ -148,12 +148,22 @@ fn lock_misuse_is_refused_and_leaves_the_word() {
             refused(win.unlock(1), ErrorClass::RmaSync);
             assert_eq!(lock_word(win, 1), 0);
 
+            // NOCHECK takes no lock word.
             win.lock_all(Assert::NOCHECK).unwrap();
             refused(
                 win.lock(LockType::Shared, 0, Assert::NONE),
                 ErrorClass::RmaSync,
             );
             refused(win.lock_all(Assert::NONE), ErrorClass::RmaSync);
+            win.put(&[5u64], 1, 0).unwrap();
+            assert_eq!([lock_word(win, 0), lock_word(win, 1)], [0, 0]);
+            win.unlock_all().unwrap();
+            win.lock(LockType::Exclusive, 1, Assert::NOCHECK).unwrap();
+            assert_eq!(lock_word(win, 1), 0);
+            win.unlock(1).unwrap();
+            // Both ranks' memory is mapped here (shared_query reaches it): lock_all takes
+            // both words at once.
+            win.lock_all(Assert::NONE).unwrap();
             assert_eq!([lock_word(win, 0), lock_word(win, 1)], [1, 1]);
             win.unlock_all().unwrap();
             assert_eq!([lock_word(win, 0), lock_word(win, 1)], [0, 0]);

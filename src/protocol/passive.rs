@@ -1,0 +1,230 @@
+//! Passive-target epochs at one origin: the targets it has locked, whether it holds lock_all,
+//! and which targets' lock words it has actually taken. No I/O: the window takes and releases
+//! the words ([`crate::protocol::lockword`]) as this state says.
+//!
+//! Two calls take fewer words than one per target and epoch:
+//! - `lock` and `lock_all` asserting MPI_MODE_NOCHECK take none: the program guarantees that
+//!   no conflicting lock is held meanwhile.
+//! - `lock_all` takes a target's shared lock word at the first RMA call to that target, as
+//!   MPICH does: an epoch that touches two targets of a thousand costs two atomics. The memory
+//!   that this rank also reaches by loads and stores (its own, and node peers' memory mapped
+//!   for `shared_query`), which the library does not see, has its words taken at once by the
+//!   window, which then records them with [`Passive::taken`].
+//!
+//! # MPI-4.1: 12.5.3 (lock, lock_all; MPI_MODE_NOCHECK)
+
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::lockword::LockType;
+use crate::protocol::sync_err;
+
+/// A lock this origin holds on a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub kind: LockType,
+    /// Whether the target's lock word was taken (not under NOCHECK).
+    pub word: bool,
+}
+
+/// How a lock_all epoch takes the targets' lock words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllWords {
+    /// Each word at the first RMA call to its target (unless taken at once and recorded).
+    Lazy,
+    /// None (NOCHECK).
+    Unchecked,
+}
+
+/// What an RMA call in a passive-target epoch needs before it moves anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Nothing: the epoch covers the target.
+    Ready,
+    /// The target's shared lock word, which a lazy lock_all has not taken yet.
+    TakeWord,
+}
+
+/// The lock_all epoch: `taken[t]` once this origin holds `t`'s shared lock word.
+#[derive(Debug, Clone)]
+struct All {
+    lazy: bool,
+    taken: Vec<bool>,
+}
+
+/// Passive-target epoch state of one window at this origin.
+#[derive(Debug, Clone)]
+pub struct Passive {
+    locks: Vec<Option<Held>>,
+    held: usize,
+    all: Option<All>,
+}
+
+impl Passive {
+    /// No lock held, in a window of `n` ranks.
+    pub fn new(n: usize) -> Passive {
+        Passive {
+            locks: vec![None; n],
+            held: 0,
+            all: None,
+        }
+    }
+
+    /// Whether a lock or lock_all epoch is open.
+    pub fn open(&self) -> bool {
+        self.all.is_some() || self.held > 0
+    }
+
+    /// Whether lock_all is held.
+    pub fn holds_all(&self) -> bool {
+        self.all.is_some()
+    }
+
+    /// What an RMA call to `target` needs, or `None` when no passive epoch covers it.
+    #[inline]
+    pub fn access(&self, target: usize) -> Option<Access> {
+        match &self.all {
+            Some(all) if all.lazy && !all.taken.get(target).copied().unwrap_or(true) => {
+                Some(Access::TakeWord)
+            }
+            Some(_) => Some(Access::Ready),
+            None => self
+                .locks
+                .get(target)
+                .is_some_and(|l| l.is_some())
+                .then_some(Access::Ready),
+        }
+    }
+
+    /// The lazy lock_all epoch now holds `target`'s shared lock word.
+    pub fn taken(&mut self, target: usize) {
+        if let Some(t) = self.all.as_mut().and_then(|a| a.taken.get_mut(target)) {
+            *t = true;
+        }
+    }
+
+    /// May a lock on `target` begin now? Changes nothing.
+    pub fn may_lock(&self, target: usize) -> Result<()> {
+        if self.all.is_some() {
+            return Err(sync_err("lock while lock_all is held"));
+        }
+        match self.locks.get(target) {
+            Some(None) => Ok(()),
+            Some(Some(_)) => Err(sync_err(format!("rank {target} is already locked"))),
+            None => Err(Error::new(
+                ErrorClass::Rank,
+                format!("rank {target} out of range"),
+            )),
+        }
+    }
+
+    /// Record the lock on `target` (allowed by [`Passive::may_lock`]).
+    pub fn lock(&mut self, target: usize, held: Held) -> Result<()> {
+        self.may_lock(target)?;
+        self.locks[target] = Some(held);
+        self.held += 1;
+        Ok(())
+    }
+
+    /// End the lock epoch on `target`; returns what was held.
+    pub fn unlock(&mut self, target: usize) -> Result<Held> {
+        match self.locks.get_mut(target).and_then(Option::take) {
+            Some(held) => {
+                self.held -= 1;
+                Ok(held)
+            }
+            None => Err(sync_err(format!(
+                "unlock of rank {target}, which is not locked"
+            ))),
+        }
+    }
+
+    /// May lock_all begin now? Changes nothing.
+    pub fn may_lock_all(&self) -> Result<()> {
+        if self.open() {
+            return Err(sync_err("lock_all while a lock or lock_all is held"));
+        }
+        Ok(())
+    }
+
+    /// Record lock_all (allowed by [`Passive::may_lock_all`]), holding no word yet.
+    pub fn lock_all(&mut self, words: AllWords) -> Result<()> {
+        self.may_lock_all()?;
+        self.all = Some(All {
+            lazy: words == AllWords::Lazy,
+            taken: vec![false; self.locks.len()],
+        });
+        Ok(())
+    }
+
+    /// End the lock_all epoch; returns the targets whose shared lock words it holds.
+    pub fn unlock_all(&mut self) -> Result<Vec<usize>> {
+        let all = self
+            .all
+            .take()
+            .ok_or_else(|| sync_err("unlock_all without lock_all"))?;
+        Ok((0..all.taken.len()).filter(|&t| all.taken[t]).collect())
+    }
+
+    /// The targets this origin holds a lock on, with what it holds (for cleanup at drop).
+    pub fn held_locks(&self) -> impl Iterator<Item = (usize, Held)> + '_ {
+        self.locks
+            .iter()
+            .enumerate()
+            .filter_map(|(t, l)| l.map(|h| (t, h)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHARED: Held = Held {
+        kind: LockType::Shared,
+        word: true,
+    };
+
+    #[test]
+    fn locks_cover_their_target_only() {
+        let mut p = Passive::new(3);
+        assert_eq!(p.access(1), None);
+        p.lock(1, SHARED).unwrap();
+        assert_eq!(p.access(1), Some(Access::Ready));
+        assert_eq!(p.access(2), None);
+        assert_eq!(p.lock(1, SHARED).unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(p.lock(3, SHARED).unwrap_err().class(), ErrorClass::Rank);
+        assert_eq!(p.may_lock_all().unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(p.unlock(1).unwrap(), SHARED);
+        assert_eq!(p.unlock(1).unwrap_err().class(), ErrorClass::RmaSync);
+        assert!(!p.open());
+    }
+
+    #[test]
+    fn lazy_lock_all_takes_a_word_at_the_first_access_only() {
+        let mut p = Passive::new(4);
+        p.lock_all(AllWords::Lazy).unwrap();
+        assert_eq!(p.access(2), Some(Access::TakeWord));
+        p.taken(2);
+        assert_eq!(p.access(2), Some(Access::Ready));
+        assert_eq!(p.access(0), Some(Access::TakeWord));
+        assert_eq!(p.may_lock(0).unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(
+            p.unlock_all().unwrap(),
+            [2],
+            "only the word taken is released"
+        );
+        assert!(p.unlock_all().is_err());
+    }
+
+    #[test]
+    fn unchecked_lock_all_and_lock_take_no_word() {
+        let mut p = Passive::new(3);
+        p.lock_all(AllWords::Unchecked).unwrap();
+        assert_eq!(p.access(1), Some(Access::Ready));
+        assert!(p.unlock_all().unwrap().is_empty());
+        let unchecked = Held {
+            kind: LockType::Exclusive,
+            word: false,
+        };
+        p.lock(2, unchecked).unwrap();
+        assert_eq!(p.held_locks().collect::<Vec<_>>(), [(2, unchecked)]);
+    }
+}
