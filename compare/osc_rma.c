@@ -1,9 +1,9 @@
 /* The MPI side of onesided's comparisons: the OSU one-sided timed loops for 8-byte put with
- * -s lock, -s lock_all, -s flush, and a fence latency over N ranks, written against plain MPI so
- * that `mpirun --mca osc sm` measures Open MPI's shared-memory RMA the way `onesided bench`
- * measures onesided. Prints `test ranks us` lines; see compare/README.md.
+ * -s lock, -s lock_all, -s flush and -s pscw (2 ranks), and a fence latency over N ranks, written
+ * against plain MPI so that `mpirun --mca osc sm` measures Open MPI's shared-memory RMA the way
+ * `onesided bench` measures onesided. Prints `test ranks us` lines; see compare/README.md.
  *
- * Usage: osc_rma lock|lock_all|flush|fence ITERS WARMUP
+ * Usage: osc_rma lock|lock_all|flush|pscw|fence ITERS WARMUP
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -21,6 +21,33 @@ static double loop(const char *test, MPI_Win win, int rank, int size, long iters
         double t = MPI_Wtime() - start;
         MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
         return t;
+    }
+    if (!strcmp(test, "pscw")) {
+        /* OSU's pscw latency: a round trip of epochs, the time halved by the caller. */
+        MPI_Group world, peer;
+        int other = 1 - rank;
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        MPI_Group_incl(world, 1, &other, &peer);
+        start = MPI_Wtime();
+        for (long i = 0; i < iters; i++) {
+            if (rank == 0) {
+                MPI_Win_start(peer, 0, win);
+                MPI_Put(buf, 8, MPI_CHAR, other, 0, 8, MPI_CHAR, win);
+                MPI_Win_complete(win);
+                MPI_Win_post(peer, 0, win);
+                MPI_Win_wait(win);
+            } else {
+                MPI_Win_post(peer, 0, win);
+                MPI_Win_wait(win);
+                MPI_Win_start(peer, 0, win);
+                MPI_Put(buf, 8, MPI_CHAR, other, 0, 8, MPI_CHAR, win);
+                MPI_Win_complete(win);
+            }
+        }
+        double t = MPI_Wtime() - start;
+        MPI_Group_free(&peer);
+        MPI_Group_free(&world);
+        return t / 2;
     }
     if (rank == 0) {
         if (!strcmp(test, "flush"))
@@ -53,7 +80,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     if (argc != 4) {
-        fprintf(stderr, "usage: osc_rma lock|lock_all|flush|fence ITERS WARMUP\n");
+        fprintf(stderr, "usage: osc_rma lock|lock_all|flush|pscw|fence ITERS WARMUP\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *test = argv[1];

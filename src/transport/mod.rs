@@ -236,6 +236,15 @@ pub trait Transport: std::fmt::Debug {
     /// Let the transport move pending work (for transports whose target must make progress).
     fn progress(&self) -> Result<()>;
 
+    /// Add `add` to the 64-bit word at `offset` of `target`'s control block without waiting
+    /// for the old value: the signals of post, complete and the barrier, whose receivers wait
+    /// on their own word. The addition is complete at the target by the next flush of `target`;
+    /// the default completes it before returning.
+    fn signal(&self, target: usize, offset: usize, add: u64) -> Result<()> {
+        self.amo(target, Space::Control, offset, Amo::FetchAdd(add))
+            .map(drop)
+    }
+
     /// Start writing `src` at `offset` of `target`'s window memory; `src` may be reused when
     /// this returns. Complete at the start by default.
     fn start_put(&self, target: usize, offset: usize, src: &[u8]) -> Result<Pending> {

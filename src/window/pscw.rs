@@ -14,7 +14,6 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::group::Group;
 use crate::protocol::assert::{self, Assert};
 use crate::protocol::layout;
-use crate::transport::{Amo, Space};
 use crate::wait;
 use std::sync::atomic::{Ordering, fence};
 
@@ -54,11 +53,9 @@ impl Window<'_> {
                 return Ok(());
             }
             let me = self.rank();
-            origins.iter().try_for_each(|&o| {
-                self.atomic_route()
-                    .amo(o, Space::Control, layout::posted_slot(me), Amo::FetchAdd(1))
-                    .map(drop)
-            })
+            origins
+                .iter()
+                .try_for_each(|&o| self.atomic_route().signal(o, layout::posted_slot(me), 1))
         })
     }
 
@@ -99,11 +96,9 @@ impl Window<'_> {
             targets
                 .iter()
                 .try_for_each(|&t| self.settle_before_signal(t))?;
-            targets.iter().try_for_each(|&t| {
-                self.atomic_route()
-                    .amo(t, Space::Control, layout::COMPLETES, Amo::FetchAdd(1))
-                    .map(drop)
-            })
+            targets
+                .iter()
+                .try_for_each(|&t| self.atomic_route().signal(t, layout::COMPLETES, 1))
         })
     }
 

@@ -58,8 +58,7 @@ impl Window<'_> {
         for round in 0..barrier::rounds(n) {
             let to = barrier::partner(me, n, round);
             let slot = layout::barrier_slot(round);
-            self.atomic_route()
-                .amo(to, Space::Control, slot, Amo::FetchAdd(1))?;
+            self.atomic_route().signal(to, slot, 1)?;
             wait::until(ctrl, slot, |v| v >= generation, self.atomic_route(), &watch).map_err(
                 |e| Error::new(e.class(), format!("fence/free barrier: {}", e.message())),
             )?;

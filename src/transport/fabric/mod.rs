@@ -406,6 +406,23 @@ impl Transport for FabricTransport<'_> {
         self.finish(p, fetched)
     }
 
+    /// A non-fetching atomic add, left in flight (the endpoint keeps its operand until it
+    /// settles, and `flush(target)` waits for it), where the provider allows the form.
+    fn signal(&self, target: usize, offset: usize, add: u64) -> Result<()> {
+        let ep = &self.res.ep;
+        if !ep.plain_atomics() {
+            return self
+                .amo(target, Space::Control, offset, Amo::FetchAdd(add))
+                .map(drop);
+        }
+        let to = self.at(target, Space::Control, offset, 8)?;
+        let live = || self.alive(target);
+        let (t, op) = (fi::Datatype::U64, fi::AtomicOp::Sum);
+        ep.start_atomic_many(t, op, &add.to_le_bytes(), false, to, &live)
+            .map(drop)
+            .map_err(fi_err)
+    }
+
     fn flush(&self, target: usize) -> Result<()> {
         let peer = self.target(target)?.peer;
         self.res
