@@ -481,7 +481,7 @@ const ENV_LINGER_MS: &str = "ONESIDED_TEST_LINGER_MS";
 /// over every transport; the other process managers run those that need no launcher option
 /// over shared memory (the transports are the same code whoever started the ranks), the
 /// failure scenarios also over libfabric's shm provider (whose segments a killed rank leaves),
-/// and the stencil over every transport.
+/// and the stencil examples over every transport.
 fn covered(pm: Pm, over: &Over, sc: &Scenario) -> bool {
     let failure = sc.name.starts_with("failure::");
     pm == Pm::Onesided
@@ -555,9 +555,19 @@ fn trials() -> Vec<Trial> {
                 let suffix = n.map_or("direct".to_owned(), |n| format!("n{n}"));
                 let trial = Trial::test(
                     trial_name(pm, over, &format!("example::stencil::{suffix}")),
-                    move || run_stencil(pm, over, n),
+                    move || run_example(pm, over, "stencil", n),
                 );
                 trials.push(trial.with_ignored_flag(skip || missing.is_some()));
+            }
+            // The chapter's examples that synchronize with post/start/complete/wait.
+            for name in ["example_12_17", "example_12_18"] {
+                for n in [3, 8] {
+                    let trial = Trial::test(
+                        trial_name(pm, over, &format!("example::{name}::n{n}")),
+                        move || run_example(pm, over, name, Some(n)),
+                    );
+                    trials.push(trial.with_ignored_flag(skip || missing.is_some()));
+                }
             }
         }
         if pm != Pm::Onesided {
@@ -901,12 +911,12 @@ fn check_killed(
     Ok(())
 }
 
-/// `examples/stencil.rs` with `n` ranks (or run directly) must print `stencil: ok` once.
-fn run_stencil(pm: Pm, over: &Over, n: Option<usize>) -> Result<(), Failed> {
-    let cmd = job(pm, over, n, &[], &harness::example_exe("stencil")?)?;
+/// `examples/NAME.rs` with `n` ranks (or run directly) must print `NAME: ok` once.
+fn run_example(pm: Pm, over: &Over, name: &str, n: Option<usize>) -> Result<(), Failed> {
+    let cmd = job(pm, over, n, &[], &harness::example_exe(name)?)?;
     let out = harness::run(cmd, harness::JOB_TIMEOUT)?;
-    if !out.status.success() || out.stdout.matches("stencil: ok").count() != 1 {
-        return Err(format!("stencil: {}", out.describe()).into());
+    if !out.status.success() || out.stdout.matches(&format!("{name}: ok")).count() != 1 {
+        return Err(format!("{name}: {}", out.describe()).into());
     }
     Ok(leftovers(pm, &out, None)?)
 }
