@@ -2,8 +2,8 @@
 //!
 //! The epochs match by counters in the control blocks ([`crate::protocol::pscw`]), driven with
 //! the window's atomics, so the same code runs over shared memory and over a NIC: a post is one
-//! fetch-add per origin, a complete one per target, and start and wait read this rank's own
-//! counters. A target that posts and then computes does not hold its origins up: its part is
+//! signal (an atomic add, [`crate::transport::Transport::signal`]) per origin, a complete one per
+//! target, and start and wait read this rank's own counters. A target that posts and then computes does not hold its origins up: its part is
 //! over once the post's atomics have landed, and the fabric serves its memory meanwhile.
 //!
 //! # MPI-4.1: 12.5.2
