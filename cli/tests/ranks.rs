@@ -559,9 +559,17 @@ fn trials() -> Vec<Trial> {
                 );
                 trials.push(trial.with_ignored_flag(skip || missing.is_some()));
             }
-            // The chapter's examples that synchronize with post/start/complete/wait.
-            for name in ["example_12_17", "example_12_18"] {
-                for n in [3, 8] {
+            // The chapter's examples: the stencils with post/start/complete/wait, the
+            // semaphore, Peterson's lock (2 ranks) and the spinlock.
+            let examples: [(&str, &[usize]); 5] = [
+                ("example_12_17", &[3, 8]),
+                ("example_12_18", &[3, 8]),
+                ("example_12_20", &[3, 8]),
+                ("example_12_21", &[2]),
+                ("example_12_22", &[3, 8]),
+            ];
+            for (name, sizes) in examples {
+                for &n in sizes {
                     let trial = Trial::test(
                         trial_name(pm, over, &format!("example::{name}::n{n}")),
                         move || run_example(pm, over, name, Some(n)),

@@ -1,0 +1,38 @@
+//! What the synchronization examples of MPI-4.1 chapter 12 share (the semaphore, Peterson's
+//! lock, the spinlock): their argument, their window inside one `lock_all` epoch, and how they
+//! end.
+
+use onesided::{Assert, Info, Window, World};
+use std::process::ExitCode;
+
+/// What an example's body returns: `Err` explains the first broken expectation.
+pub type Res = Result<(), Box<dyn std::error::Error>>;
+
+/// The first argument as a count, or `default`.
+pub fn rounds(default: u64) -> u64 {
+    std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A window of `words` 64-bit words per rank, zeroed on every rank before any rank goes on,
+/// inside a `lock_all` epoch.
+pub fn locked_window(world: &World, words: usize) -> onesided::Result<Window<'static>> {
+    let win = Window::allocate(world, 8 * words, 8, &Info::new())?;
+    win.write_local(0, &vec![0u64; words])?;
+    world.barrier()?;
+    win.lock_all(Assert::NONE)?;
+    Ok(win)
+}
+
+/// The exit code of an example's body, printing its error after `NAME: `.
+pub fn exit(name: &str, run: Res) -> ExitCode {
+    match run {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
