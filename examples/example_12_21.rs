@@ -9,6 +9,8 @@
 //!
 //! # MPI-4.1: 12.3.4 (MPI_ACCUMULATE, MPI_GET_ACCUMULATE), 12.5.4 (Example 12.21)
 
+#[path = "region/critical.rs"]
+mod critical;
 mod region;
 
 use onesided::{Op, Window, World};
@@ -45,26 +47,11 @@ fn run() -> region::Res {
         while read(&win, other, FLAG)? == 1 && read(&win, 0, TURN)? == yield_turn {
             win.flush_all()?;
         }
-        // The critical region: a read-modify-write that is not atomic by itself.
-        let mut c = [0u64];
-        win.get(&mut c, 0, COUNT)?;
-        win.flush(0)?;
-        win.put(&[c[0] + 1], 0, COUNT)?;
-        win.flush(0)?;
+        critical::increment(&win, COUNT)?;
         win.accumulate(&[0u64], me, FLAG, Op::Replace)?;
         win.flush_all()?;
     }
-    world.barrier()?;
-    let count = read(&win, 0, COUNT)?;
-    win.unlock_all()?;
-    win.free()?;
-    if count != 2 * rounds {
-        return Err(format!(
-            "the counter is {count}, not {}: the region was shared",
-            2 * rounds
-        )
-        .into());
-    }
+    critical::finish(&world, win, COUNT, 2 * rounds)?;
     if me == 0 {
         println!("{NAME}: ok ({rounds} entries per rank)");
     }

@@ -10,6 +10,8 @@
 //!
 //! # MPI-4.1: 12.3.4 (MPI_COMPARE_AND_SWAP), 12.5.4 (MPI_WIN_FLUSH; Example 12.22)
 
+#[path = "region/critical.rs"]
+mod critical;
 mod region;
 
 use onesided::World;
@@ -29,29 +31,13 @@ fn run() -> region::Res {
         while win.compare_and_swap(1u64, 0, 0, LOCK)? != 0 {
             win.flush(0)?;
         }
-        let mut c = [0u64];
-        win.get(&mut c, 0, COUNT)?;
-        win.flush(0)?;
-        win.put(&[c[0] + 1], 0, COUNT)?;
-        win.flush(0)?;
+        critical::increment(&win, COUNT)?;
         let held = win.compare_and_swap(0u64, 1, 0, LOCK)?;
         if held != 1 {
             return Err(format!("rank {me} released a lock word that read {held}").into());
         }
     }
-    world.barrier()?;
-    let mut count = [0u64];
-    win.get(&mut count, 0, COUNT)?;
-    win.unlock_all()?;
-    win.free()?;
-    let want = rounds * n as u64;
-    if count[0] != want {
-        return Err(format!(
-            "the counter is {}, not {want}: the region was shared",
-            count[0]
-        )
-        .into());
-    }
+    critical::finish(&world, win, COUNT, rounds * n as u64)?;
     if me == 0 {
         println!("{NAME}: ok ({rounds} entries per rank, {n} ranks)");
     }

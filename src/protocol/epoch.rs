@@ -113,18 +113,33 @@ impl Epochs {
         Ok(FencePlan { complete_ops: used })
     }
 
+    /// MPI_ERR_RMA_SYNC for `call` inside a fence epoch with RMA calls to complete: another
+    /// epoch may begin only where the fence epoch is closed or unused.
+    fn no_fence_calls(&self, call: &str) -> Result<()> {
+        match self.fence {
+            Fence::Open { used: true } => Err(sync_err(format!(
+                "{call} inside a fence epoch with RMA calls"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// MPI_ERR_RMA_SYNC for `call` inside an access epoch of start.
+    fn no_start_epoch(&self, call: &str) -> Result<()> {
+        match self.pscw.accessing() {
+            true => Err(sync_err(format!("{call} inside an access epoch of start"))),
+            false => Ok(()),
+        }
+    }
+
     /// May a lock epoch on `target` begin now? Changes nothing: [`Epochs::lock`] records it
     /// once the lock is held.
     pub fn may_lock(&self, target: usize) -> Result<()> {
         if self.passive.holds_all() {
             return Err(sync_err("lock while lock_all is held"));
         }
-        if self.pscw.accessing() {
-            return Err(sync_err("lock inside an access epoch of start"));
-        }
-        if matches!(self.fence, Fence::Open { used: true }) {
-            return Err(sync_err("lock inside a fence epoch with RMA calls"));
-        }
+        self.no_start_epoch("lock")?;
+        self.no_fence_calls("lock")?;
         self.passive.may_lock(target)
     }
 
@@ -146,12 +161,8 @@ impl Epochs {
     /// every lock is held.
     pub fn may_lock_all(&self) -> Result<()> {
         self.passive.may_lock_all()?;
-        if self.pscw.accessing() {
-            return Err(sync_err("lock_all inside an access epoch of start"));
-        }
-        if matches!(self.fence, Fence::Open { used: true }) {
-            return Err(sync_err("lock_all inside a fence epoch with RMA calls"));
-        }
+        self.no_start_epoch("lock_all")?;
+        self.no_fence_calls("lock_all")?;
         Ok(())
     }
 
@@ -175,9 +186,7 @@ impl Epochs {
         if self.passive() {
             return Err(sync_err("start inside a passive-target (lock) epoch"));
         }
-        if matches!(self.fence, Fence::Open { used: true }) {
-            return Err(sync_err("start inside a fence epoch with RMA calls"));
-        }
+        self.no_fence_calls("start")?;
         let waits = self.pscw.start(targets, nocheck)?;
         self.fence = Fence::Closed;
         Ok(waits)
@@ -196,9 +205,7 @@ impl Epochs {
     /// Begin an exposure epoch to `origins` ranks (MPI_Win_post), which closes a fence epoch
     /// without RMA calls.
     pub fn post(&mut self, origins: usize) -> Result<()> {
-        if matches!(self.fence, Fence::Open { used: true }) {
-            return Err(sync_err("post inside a fence epoch with RMA calls"));
-        }
+        self.no_fence_calls("post")?;
         self.pscw.post(origins)?;
         self.fence = Fence::Closed;
         Ok(())

@@ -241,8 +241,7 @@ pub trait Transport: std::fmt::Debug {
     /// on their own word. The addition is complete at the target by the next flush of `target`;
     /// the default completes it before returning.
     fn signal(&self, target: usize, offset: usize, add: u64) -> Result<()> {
-        self.amo(target, Space::Control, offset, Amo::FetchAdd(add))
-            .map(drop)
+        signal_and_wait(self, target, offset, add)
     }
 
     /// Start writing `src` at `offset` of `target`'s window memory; `src` may be reused when
@@ -283,6 +282,17 @@ pub trait Transport: std::fmt::Debug {
         let _ = (pending, out);
         Ok(())
     }
+}
+
+/// [`Transport::signal`] completed before it returns: a fetch-add whose old value is dropped.
+pub(crate) fn signal_and_wait<T: Transport + ?Sized>(
+    t: &T,
+    target: usize,
+    offset: usize,
+    add: u64,
+) -> Result<()> {
+    t.amo(target, Space::Control, offset, Amo::FetchAdd(add))
+        .map(drop)
 }
 
 /// Read-modify-write `len` bytes at `offset` of `target`'s window memory under its accumulate

@@ -20,7 +20,7 @@ mod resources;
 
 use super::{
     AccOp, Accumulate, AccumulateMany, Amo, Caps, Pending, Reach, Space, Transport,
-    locked_accumulate, locked_accumulate_many,
+    locked_accumulate, locked_accumulate_many, signal_and_wait,
 };
 use crate::config::FabricConfig;
 use crate::error::{Error, ErrorClass, Result};
@@ -411,9 +411,7 @@ impl Transport for FabricTransport<'_> {
     fn signal(&self, target: usize, offset: usize, add: u64) -> Result<()> {
         let ep = &self.res.ep;
         if !ep.plain_atomics() {
-            return self
-                .amo(target, Space::Control, offset, Amo::FetchAdd(add))
-                .map(drop);
+            return signal_and_wait(self, target, offset, add);
         }
         let to = self.at(target, Space::Control, offset, 8)?;
         let live = || self.alive(target);
