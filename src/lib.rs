@@ -27,6 +27,9 @@ pub mod boot;
 #[doc(hidden)]
 pub mod launcher;
 
+// `#[derive(Pod)]` names `::onesided`, also for the crate's own types.
+extern crate self as onesided;
+
 pub use bytemuck::{Pod, Zeroable};
 pub use config::{Atomics, Config, MrMode, ProcessManager, TransportChoice};
 pub use error::{Error, ErrorClass, Result};
@@ -69,6 +72,7 @@ pub use info::Info;
 /// ```
 pub use onesided_derive::Pod;
 pub use protocol::assert::Assert;
+pub use protocol::attach::MAX_ATTACH;
 pub use protocol::lockword::LockType;
-pub use window::{AtomicElem, Flavor, Model, Op, Request, SharedRegion, Window};
+pub use window::{Address, AtomicElem, Flavor, Model, Op, Request, SharedRegion, Window};
 pub use world::{Comm, World};

@@ -19,6 +19,8 @@
 mod util;
 #[path = "ranks/atomics.rs"]
 mod atomics;
+#[path = "ranks/dynamic.rs"]
+mod dynamic;
 #[path = "ranks/edge.rs"]
 mod edge;
 #[path = "ranks/errors.rs"]
@@ -298,6 +300,9 @@ static SCENARIOS: &[Scenario] = &[
     flavored("pscw::many_to_one", pscw::many_to_one, &[2, 4]),
     flavored("pscw::target_computes", pscw::target_computes, &[2]),
     flavored("pscw::errors", pscw::errors, &[2]),
+    scenario("dynamic::put_get", dynamic::put_get, &[2, 3, 8]),
+    scenario("dynamic::target_computes", dynamic::target_computes, &[2]),
+    scenario("dynamic::errors", dynamic::errors, &[2, 3]),
     flavored("requests::overlap", requests::overlap, &[2, 3]),
     flavored("requests::accumulate", requests::accumulate, &[3]),
     flavored("requests::errors", requests::errors, &[2]),
@@ -560,8 +565,10 @@ fn trials() -> Vec<Trial> {
                 trials.push(trial.with_ignored_flag(skip || missing.is_some()));
             }
             // The chapter's examples: the stencils with post/start/complete/wait, the
-            // semaphore, Peterson's lock (2 ranks) and the spinlock.
-            let examples: [(&str, &[usize]); 5] = [
+            // semaphore, Peterson's lock (2 ranks) and the spinlock; and the linked list of a
+            // dynamic window.
+            let examples: [(&str, &[usize]); 6] = [
+                ("linked_list", &[2, 8]),
                 ("example_12_17", &[3, 8]),
                 ("example_12_18", &[3, 8]),
                 ("example_12_20", &[3, 8]),

@@ -34,6 +34,8 @@ pub struct Epochs {
     fence: Fence,
     passive: Passive,
     pscw: Pscw,
+    /// Access epochs opened so far (fence, lock, lock_all, start).
+    opened: u64,
 }
 
 impl Epochs {
@@ -43,6 +45,7 @@ impl Epochs {
             fence: Fence::Closed,
             passive: Passive::new(n),
             pscw: Pscw::new(n),
+            opened: 0,
         }
     }
 
@@ -105,6 +108,7 @@ impl Epochs {
                 "fence asserts NOPRECEDE but RMA calls were issued since the last fence",
             ));
         }
+        self.opened += 1;
         self.fence = if nosucceed {
             Fence::Closed
         } else {
@@ -149,6 +153,7 @@ impl Epochs {
         self.may_lock(target)?;
         self.passive.lock(target, Held { kind, word })?;
         self.fence = Fence::Closed;
+        self.opened += 1;
         Ok(())
     }
 
@@ -172,6 +177,7 @@ impl Epochs {
         self.may_lock_all()?;
         self.passive.lock_all(words)?;
         self.fence = Fence::Closed;
+        self.opened += 1;
         Ok(())
     }
 
@@ -189,7 +195,14 @@ impl Epochs {
         self.no_fence_calls("start")?;
         let waits = self.pscw.start(targets, nocheck)?;
         self.fence = Fence::Closed;
+        self.opened += 1;
         Ok(waits)
+    }
+
+    /// How many access epochs have been opened (what an origin's copies of dynamic windows'
+    /// attach tables are checked against once per epoch).
+    pub fn opened(&self) -> u64 {
+        self.opened
     }
 
     /// Whether an access epoch of start is open.

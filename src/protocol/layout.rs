@@ -61,10 +61,11 @@ pub fn posted_slot(target: usize) -> usize {
     POSTS + 8 * target
 }
 
-/// Size of a rank's control block in a window of `n` ranks: the fixed part and a post counter
-/// per rank, in whole pages.
+/// Size of a rank's control block in a window of `n` ranks: the fixed part, a post counter
+/// per rank in whole pages, and a page for the attach table of dynamic windows
+/// ([`crate::protocol::attach`]).
 pub fn ctrl_block(n: usize) -> usize {
-    CTRL_BLOCK + (8 * n).div_ceil(PAGE) * PAGE
+    CTRL_BLOCK + (8 * n).div_ceil(PAGE) * PAGE + PAGE
 }
 
 /// Whether an atomic on the control word at `offset` must ring the block's doorbell: only the
@@ -170,8 +171,9 @@ mod tests {
     #[test]
     fn noncontiguous_regions_start_on_pages() {
         let l = node_layout(&paged(&[10, 5000, 1]), 3, true, false).unwrap();
-        assert_eq!(l.data, vec![6 * PAGE, 7 * PAGE, 9 * PAGE]);
-        assert_eq!(l.total, 10 * PAGE);
+        let b = ctrl_block(3);
+        assert_eq!(l.data, vec![3 * b, 3 * b + PAGE, 3 * b + 3 * PAGE]);
+        assert_eq!(l.total, 3 * b + 4 * PAGE);
         assert!(node_layout(&paged(&[usize::MAX]), 1, true, false).is_none());
     }
 
@@ -183,9 +185,9 @@ mod tests {
 
     #[test]
     fn control_blocks_hold_a_post_counter_per_rank() {
-        assert_eq!(ctrl_block(1), 2 * PAGE);
-        assert_eq!(ctrl_block(512), 2 * PAGE);
-        assert_eq!(ctrl_block(513), 3 * PAGE);
+        assert_eq!(ctrl_block(1), 3 * PAGE);
+        assert_eq!(ctrl_block(512), 3 * PAGE);
+        assert_eq!(ctrl_block(513), 4 * PAGE);
         for n in [1, 2, 512, 513, 4096] {
             assert!(posted_slot(n - 1) + 8 <= ctrl_block(n));
             assert!(posted_slot(0) >= ACC_LOCK + LINE);
@@ -212,7 +214,7 @@ mod tests {
         // Noncontiguous: each rank with a size on its own alignment; the mapping on the largest
         // of those (a rank without memory asks for nothing).
         let l = node_layout(&regions, 3, true, false).unwrap();
-        assert_eq!(l.data, vec![6 * PAGE, K64, K64 + PAGE]);
+        assert_eq!(l.data, vec![3 * ctrl_block(3), K64, K64 + PAGE]);
         assert_eq!((l.total, l.align), (K64 + 2 * PAGE, K64));
         // Contiguous: the memory starts on the largest alignment, and stays contiguous.
         let l = node_layout(&regions, 3, true, true).unwrap();

@@ -2,6 +2,7 @@
 //! transports move bytes. Everything here is unit-tested without processes.
 
 pub mod assert;
+pub mod attach;
 pub mod barrier;
 pub mod epoch;
 pub mod layout;

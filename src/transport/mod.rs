@@ -38,9 +38,11 @@ mod select;
 pub mod shm;
 
 use crate::error::{Error, ErrorClass, Result};
+pub use crate::protocol::attach::Entry;
 use crate::protocol::layout;
 pub use crate::protocol::lockword::Amo;
 use crate::protocol::reduce::{Elem, Op, combine};
+use onesided_shm::Mem;
 pub(crate) use select::{Selection, select};
 
 /// What one element's atomic read-modify-write does.
@@ -137,6 +139,8 @@ pub enum Space {
     Data,
     /// The target's control block (lock word, barrier slots, ...).
     Control,
+    /// Memory the target attached to a dynamic window, as its attach table describes it.
+    Attached(Entry),
 }
 
 /// Which ranks a transport can reach.
@@ -211,16 +215,23 @@ pub trait Transport: std::fmt::Debug {
     fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()>;
     /// A 64-bit atomic on the 8-aligned word at `offset`; returns the old value.
     fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64>;
-    /// An atomic read-modify-write of the element at `offset` of `target`'s window memory (at
-    /// any offset), atomic with respect to every other `accumulate` of the window on the same
-    /// element; returns the old bits.
-    fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64>;
-    /// The elements of `acc` at `offset` of `target`'s window memory, each atomic as in
+    /// An atomic read-modify-write of the element at `offset` of `target`'s `space` (window or
+    /// attached memory, at any offset), atomic with respect to every other `accumulate` of the
+    /// window on the same element; returns the old bits.
+    fn accumulate(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        acc: Accumulate,
+    ) -> Result<u64>;
+    /// The elements of `acc` at `offset` of `target`'s `space`, each atomic as in
     /// [`Transport::accumulate`] (the call as a whole is not); the old bytes land in `fetched`
     /// when given (as long as the operands). On failure some elements may have been updated.
     fn accumulate_many(
         &self,
         target: usize,
+        space: Space,
         offset: usize,
         acc: AccumulateMany<'_>,
         fetched: Option<&mut [u8]>,
@@ -244,17 +255,23 @@ pub trait Transport: std::fmt::Debug {
         signal_and_wait(self, target, offset, add)
     }
 
-    /// Start writing `src` at `offset` of `target`'s window memory; `src` may be reused when
-    /// this returns. Complete at the start by default.
-    fn start_put(&self, target: usize, offset: usize, src: &[u8]) -> Result<Pending> {
-        self.put(target, Space::Data, offset, src)?;
+    /// Start writing `src` at `offset` of `target`'s `space`; `src` may be reused when this
+    /// returns. Complete at the start by default.
+    fn start_put(&self, target: usize, space: Space, offset: usize, src: &[u8]) -> Result<Pending> {
+        self.put(target, space, offset, src)?;
         Ok(Pending::Done)
     }
 
-    /// Start reading `dst.len()` bytes at `offset` of `target`'s window memory: into `dst` when
+    /// Start reading `dst.len()` bytes at `offset` of `target`'s `space`: into `dst` when
     /// complete at the start (the default), else handed over by [`Transport::finish`].
-    fn start_get(&self, target: usize, offset: usize, dst: &mut [u8]) -> Result<Pending> {
-        self.get(target, Space::Data, offset, dst)?;
+    fn start_get(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<Pending> {
+        self.get(target, space, offset, dst)?;
         Ok(Pending::Done)
     }
 
@@ -264,11 +281,12 @@ pub trait Transport: std::fmt::Debug {
     fn start_accumulate(
         &self,
         target: usize,
+        space: Space,
         offset: usize,
         acc: AccumulateMany<'_>,
         fetched: Option<&mut [u8]>,
     ) -> Result<Pending> {
-        self.accumulate_many(target, offset, acc, fetched)?;
+        self.accumulate_many(target, space, offset, acc, fetched)?;
         Ok(Pending::Done)
     }
 
@@ -284,6 +302,16 @@ pub trait Transport: std::fmt::Debug {
     }
 }
 
+/// A transport that reaches memory attached to dynamic windows (MPI_Win_attach): it learns of
+/// this rank's attached memory, which stays borrowed for `'a`, so that origins can reach it.
+pub trait Attach<'a>: Transport {
+    /// Make `mem` reachable to origins; the base and key they address it with (0 and 0 where
+    /// the transport needs none).
+    fn attach(&self, mem: Mem<'a>) -> Result<(u64, u64)>;
+    /// Make the memory attached at `addr` unreachable again (it stays borrowed).
+    fn detach(&self, addr: u64);
+}
+
 /// [`Transport::signal`] completed before it returns: a fetch-add whose old value is dropped.
 pub(crate) fn signal_and_wait<T: Transport + ?Sized>(
     t: &T,
@@ -295,7 +323,7 @@ pub(crate) fn signal_and_wait<T: Transport + ?Sized>(
         .map(drop)
 }
 
-/// Read-modify-write `len` bytes at `offset` of `target`'s window memory under its accumulate
+/// Read-modify-write `len` bytes at `offset` of `target`'s `space` under its accumulate
 /// lock word ([`layout::ACC_LOCK`]): take it (compare-and-swap 0 to 1), read the bytes, let
 /// `update` change a copy, write it back if it differs and complete it at the target, release;
 /// returns the old bytes. Works at any offset and on memory that `t` reaches only by copies,
@@ -309,6 +337,7 @@ fn locked(
     t: &dyn Transport,
     watch: &dyn Fn() -> Result<()>,
     target: usize,
+    space: Space,
     offset: usize,
     len: usize,
     update: impl FnOnce(&mut [u8]),
@@ -323,11 +352,11 @@ fn locked(
     })?;
     let updated = (|| -> Result<Vec<u8>> {
         let mut old = vec![0u8; len];
-        t.get(target, Space::Data, offset, &mut old)?;
+        t.get(target, space, offset, &mut old)?;
         let mut new = old.clone();
         update(&mut new);
         if new != old {
-            t.put(target, Space::Data, offset, &new)?;
+            t.put(target, space, offset, &new)?;
             t.flush(target)?;
         }
         Ok(old)
@@ -346,11 +375,12 @@ pub(crate) fn locked_accumulate(
     t: &dyn Transport,
     watch: &dyn Fn() -> Result<()>,
     target: usize,
+    space: Space,
     offset: usize,
     acc: Accumulate,
 ) -> Result<u64> {
     let size = acc.elem.size();
-    let old = locked(t, watch, target, offset, size, |b| {
+    let old = locked(t, watch, target, space, offset, size, |b| {
         b.copy_from_slice(&acc.next(bits(b)).to_le_bytes()[..size]);
     })?;
     Ok(bits(&old))
@@ -362,12 +392,13 @@ pub(crate) fn locked_accumulate_many(
     t: &dyn Transport,
     watch: &dyn Fn() -> Result<()>,
     target: usize,
+    space: Space,
     offset: usize,
     acc: AccumulateMany<'_>,
     fetched: Option<&mut [u8]>,
 ) -> Result<()> {
     let size = acc.elem.size();
-    let old = locked(t, watch, target, offset, acc.operands.len(), |b| {
+    let old = locked(t, watch, target, space, offset, acc.operands.len(), |b| {
         for (i, e) in b.chunks_exact_mut(size).enumerate() {
             e.copy_from_slice(&acc.element(i).next(bits(e)).to_le_bytes()[..size]);
         }

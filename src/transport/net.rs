@@ -1,7 +1,7 @@
 //! The network side of a window: the fabric transport where this build has it, a clear error
 //! where it does not.
 
-use super::Transport;
+use super::Attach;
 use crate::error::Result;
 use crate::wait::Peers;
 use crate::world::Comm;
@@ -15,7 +15,7 @@ pub(crate) fn connect<'a>(
     ctrl: Mem<'static>,
     data: Mem<'a>,
     peers: Peers,
-) -> Result<Box<dyn Transport + 'a>> {
+) -> Result<Box<dyn Attach<'a> + 'a>> {
     let config = comm.job().config.fabric();
     let t = super::fabric::FabricTransport::connect(comm, config, ctrl, data, peers)?;
     Ok(Box::new(t))
@@ -28,7 +28,7 @@ pub(crate) fn connect<'a>(
     _ctrl: Mem<'static>,
     _data: Mem<'a>,
     _peers: Peers,
-) -> Result<Box<dyn Transport + 'a>> {
+) -> Result<Box<dyn Attach<'a> + 'a>> {
     use crate::error::{Error, ErrorClass};
     comm.agree(
         "opening the fabric",

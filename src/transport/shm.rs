@@ -10,12 +10,15 @@
 //! aligned to its size, and every element of MPI_Win_create memory, which other ranks reach only
 //! by copies) take the target's accumulate lock word (`transport::locked_accumulate`), the
 //! owner of create memory included, so that every accumulate on one element takes one path.
+//! Memory attached to a dynamic window is reached the same way as create memory: by
+//! cross-memory attach from the other ranks, directly by its owner, every accumulate under the
+//! lock word.
 //!
 //! # MPI-4.1: 12.3.4, 12.7.1 (accumulates at any displacement, atomic per element)
 
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Caps, Reach, RemoteKey, Space, Transport,
-    locked_accumulate, locked_accumulate_many,
+    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Entry, Reach, RemoteKey, Space,
+    Transport, locked_accumulate, locked_accumulate_many,
 };
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
@@ -24,6 +27,7 @@ use crate::protocol::reduce::{Elem, Op};
 use crate::wait::Peers;
 use onesided_shm::cma::{CmaError, RemoteMem};
 use onesided_shm::{Mem, Segment, futex};
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
@@ -92,6 +96,44 @@ struct Target<'a> {
     /// The memory was lent to MPI_Win_create: every accumulate on it takes the lock word, since
     /// the other ranks reach it only by copies.
     lent: bool,
+    /// The target's process, where memory it attached to a dynamic window is.
+    pid: u32,
+}
+
+/// Memory of a target as this process reaches it.
+enum Reached<'m, 'a> {
+    Mapped(&'m Mem<'a>),
+    Own(Mem<'a>),
+    Process(RemoteMem),
+}
+
+impl Reached<'_, '_> {
+    fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
+        match self {
+            Reached::Mapped(m) => m.write(offset, src).map_err(Error::from),
+            Reached::Own(m) => m.write(offset, src).map_err(Error::from),
+            Reached::Process(p) => p.write(offset, src).map_err(cma_err),
+        }
+    }
+
+    fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        match self {
+            Reached::Mapped(m) => m.read(offset, dst).map_err(Error::from),
+            Reached::Own(m) => m.read(offset, dst).map_err(Error::from),
+            Reached::Process(p) => p.read(offset, dst).map_err(cma_err),
+        }
+    }
+
+    fn amo(&self, offset: usize, op: Amo) -> Result<u64> {
+        match self {
+            Reached::Mapped(m) => Ok(apply(m.atomic_u64(offset).map_err(Error::from)?, op)),
+            Reached::Own(m) => Ok(apply(m.atomic_u64(offset).map_err(Error::from)?, op)),
+            Reached::Process(_) => Err(Error::new(
+                ErrorClass::Other,
+                "atomics on another process's private memory are not supported by the shm transport",
+            )),
+        }
+    }
 }
 
 /// The shared-memory transport of one window.
@@ -101,6 +143,9 @@ pub struct ShmTransport<'a> {
     targets: Vec<Option<Target<'a>>>,
     /// The ranks, watched while waiting for a target's accumulate lock.
     peers: Peers,
+    /// This rank, and the memory it attached to a dynamic window.
+    me: usize,
+    attached: RefCell<Vec<Mem<'a>>>,
 }
 
 const CAPS: Caps = Caps {
@@ -131,12 +176,14 @@ fn cma_err(e: CmaError) -> Error {
 impl<'a> ShmTransport<'a> {
     /// Connect to the targets whose keys are given (`None`: a target this transport does not
     /// serve). `segment` is this node's segment, already mapped; `own` is this rank's window
-    /// memory when it lives outside the segment (MPI_Win_create); `peers` watches the ranks.
+    /// memory when it lives outside the segment (MPI_Win_create); `pids` are the ranks'
+    /// processes and `peers` watches them.
     pub(crate) fn connect(
         me: usize,
         keys: &[Option<ShmKey>],
         segment: &Arc<Segment>,
         own: Option<Mem<'a>>,
+        pids: &[u32],
         peers: Peers,
     ) -> Result<ShmTransport<'a>> {
         let whole = Mem::from_segment(segment.clone());
@@ -171,12 +218,49 @@ impl<'a> ShmTransport<'a> {
                 ),
             };
             let lent = matches!(key.data, DataDesc::Process { .. });
-            targets.push(Some(Target { ctrl, data, lent }));
+            let pid = pids[rank];
+            targets.push(Some(Target {
+                ctrl,
+                data,
+                lent,
+                pid,
+            }));
         }
         Ok(ShmTransport {
             caps: CAPS,
             targets,
             peers,
+            me,
+            attached: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// Where `space` of `target` is (the control block is not asked for here).
+    fn reach(&self, target: usize, space: Space) -> Result<Reached<'_, 'a>> {
+        let t = self.target(target)?;
+        Ok(match (space, &t.data) {
+            (Space::Control, _) => Reached::Mapped(&t.ctrl),
+            (Space::Data, Data::Mapped(m)) => Reached::Mapped(m),
+            (Space::Data, Data::Process(p)) => Reached::Process(*p),
+            (Space::Attached(e), _) if target == self.me => Reached::Own(self.own(&e)?),
+            (Space::Attached(e), _) => Reached::Process(
+                RemoteMem::new(t.pid as i32, e.addr as usize, e.len as usize)
+                    .map_err(|e| Error::os("attached memory of another process", e))?,
+            ),
+        })
+    }
+
+    /// This rank's attached memory that `e` describes.
+    fn own(&self, e: &Entry) -> Result<Mem<'a>> {
+        let attached = self.attached.borrow();
+        let found = attached
+            .iter()
+            .find(|m| m.addr() as u64 == e.addr && m.len() as u64 == e.len);
+        found.cloned().ok_or_else(|| {
+            Error::new(
+                ErrorClass::RmaRange,
+                format!("no memory attached at address {:#x}", e.addr),
+            )
         })
     }
 
@@ -206,10 +290,18 @@ impl<'a> ShmTransport<'a> {
     /// where accumulates there take the lock word. The choice depends only on the offset and
     /// the target's memory, the same on every rank: segments are mapped on page boundaries (or
     /// coarser) everywhere.
-    fn cpu(&self, target: usize, offset: usize, size: usize) -> Result<Option<&Mem<'a>>> {
+    fn cpu(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        size: usize,
+    ) -> Result<Option<&Mem<'a>>> {
         let t = self.target(target)?;
-        Ok(match &t.data {
-            Data::Mapped(m) if !t.lent && m.addr().wrapping_add(offset).is_multiple_of(size) => {
+        Ok(match (space, &t.data) {
+            (Space::Data, Data::Mapped(m))
+                if !t.lent && m.addr().wrapping_add(offset).is_multiple_of(size) =>
+            {
                 Some(m)
             }
             _ => None,
@@ -269,50 +361,37 @@ impl Transport for ShmTransport<'_> {
 
     #[inline]
     fn put(&self, target: usize, space: Space, offset: usize, src: &[u8]) -> Result<()> {
-        let t = self.target(target)?;
-        match (space, &t.data) {
-            (Space::Control, _) => t.ctrl.write(offset, src).map_err(Error::from),
-            (Space::Data, Data::Mapped(m)) => m.write(offset, src).map_err(Error::from),
-            (Space::Data, Data::Process(p)) => p.write(offset, src).map_err(cma_err),
-        }
+        self.reach(target, space)?.write(offset, src)
     }
 
     #[inline]
     fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()> {
-        let t = self.target(target)?;
-        match (space, &t.data) {
-            (Space::Control, _) => t.ctrl.read(offset, dst).map_err(Error::from),
-            (Space::Data, Data::Mapped(m)) => m.read(offset, dst).map_err(Error::from),
-            (Space::Data, Data::Process(p)) => p.read(offset, dst).map_err(cma_err),
-        }
+        self.reach(target, space)?.read(offset, dst)
     }
 
     fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64> {
-        let t = self.target(target)?;
-        match (space, &t.data) {
-            (Space::Control, _) => {
-                let old = apply(t.ctrl.atomic_u64(offset).map_err(Error::from)?, op);
-                if !matches!(op, Amo::Load) && layout::rings_doorbell(offset) {
-                    Self::ring(&t.ctrl)?;
-                }
-                Ok(old)
-            }
-            (Space::Data, Data::Mapped(m)) => {
-                Ok(apply(m.atomic_u64(offset).map_err(Error::from)?, op))
-            }
-            (Space::Data, Data::Process(_)) => Err(Error::new(
-                ErrorClass::Other,
-                "atomics on another process's MPI_Win_create memory are not supported by the shm transport",
-            )),
+        let old = self.reach(target, space)?.amo(offset, op)?;
+        if space == Space::Control && !matches!(op, Amo::Load) && layout::rings_doorbell(offset) {
+            Self::ring(&self.target(target)?.ctrl)?;
         }
+        Ok(old)
     }
 
     /// A CPU atomic on an element aligned in mapped memory; under the target's accumulate lock
     /// otherwise (see `ShmTransport::cpu`).
-    fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
-        match self.cpu(target, offset, acc.elem.size())? {
+    fn accumulate(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        acc: Accumulate,
+    ) -> Result<u64> {
+        match self.cpu(target, space, offset, acc.elem.size())? {
             Some(m) => rmw(m, offset, acc),
-            None => locked_accumulate(self, &|| self.peers.all_alive(), target, offset, acc),
+            None => {
+                let watch = || self.peers.all_alive();
+                locked_accumulate(self, &watch, target, space, offset, acc)
+            }
         }
     }
 
@@ -321,13 +400,14 @@ impl Transport for ShmTransport<'_> {
     fn accumulate_many(
         &self,
         target: usize,
+        space: Space,
         offset: usize,
         acc: AccumulateMany<'_>,
         fetched: Option<&mut [u8]>,
     ) -> Result<()> {
         acc.check(fetched.as_deref())?;
         let size = acc.elem.size();
-        match self.cpu(target, offset, size)? {
+        match self.cpu(target, space, offset, size)? {
             Some(m) => {
                 // The whole range first, so that an access beyond it changes no element.
                 let elements = m.sub(offset, acc.operands.len())?;
@@ -342,7 +422,7 @@ impl Transport for ShmTransport<'_> {
             }
             None => {
                 let watch = || self.peers.all_alive();
-                locked_accumulate_many(self, &watch, target, offset, acc, fetched)
+                locked_accumulate_many(self, &watch, target, space, offset, acc, fetched)
             }
         }
     }
@@ -369,5 +449,21 @@ impl Transport for ShmTransport<'_> {
 
     fn progress(&self) -> Result<()> {
         Ok(())
+    }
+}
+
+impl<'a> Attach<'a> for ShmTransport<'a> {
+    /// Nothing to register: the other ranks reach the memory by cross-memory attach at its
+    /// address; this rank keeps it for its own accesses.
+    fn attach(&self, mem: Mem<'a>) -> Result<(u64, u64)> {
+        self.attached.borrow_mut().push(mem);
+        Ok((0, 0))
+    }
+
+    fn detach(&self, addr: u64) {
+        let mut attached = self.attached.borrow_mut();
+        if let Some(i) = attached.iter().position(|m| m.addr() as u64 == addr) {
+            attached.swap_remove(i);
+        }
     }
 }

@@ -17,7 +17,7 @@ use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::reduce::Elem;
 pub use crate::protocol::reduce::Op;
-use crate::transport::{AccOp, Accumulate, AccumulateMany};
+use crate::transport::{AccOp, Accumulate, AccumulateMany, Space};
 use bytemuck::Pod;
 
 mod sealed {
@@ -97,37 +97,41 @@ pub(super) fn many<T: AtomicElem>(op: Op, origin: &[T]) -> AccumulateMany<'_> {
 }
 
 impl Window<'_> {
-    /// Check everything about `count` elements of `T` at `disp` of `target`; the byte offset.
+    /// Check everything about `count` elements of `T` at `disp` of `target`; where they are.
     fn atomic_range<T: AtomicElem>(
         &self,
         target: usize,
         disp: usize,
         count: usize,
-    ) -> Result<usize> {
-        let off = self.range(target, disp, elem_bytes::<T>(count)?)?;
-        self.enter(target, false)?;
-        Ok(off)
+    ) -> Result<(Space, usize)> {
+        self.place(target, disp, elem_bytes::<T>(count)?, false)
     }
 
-    /// One element's read-modify-write at byte `off` of `target` (any offset).
+    /// One element's read-modify-write at `(space, off)` of `target` (any offset).
     #[inline]
-    fn rmw<T: AtomicElem>(&self, target: usize, off: usize, op: AccOp, operand: T) -> Result<T> {
+    fn rmw<T: AtomicElem>(
+        &self,
+        target: usize,
+        (space, off): (Space, usize),
+        op: AccOp,
+        operand: T,
+    ) -> Result<T> {
         let acc = Accumulate {
             elem: T::ELEM,
             op,
             operand: bits(operand),
         };
         self.atomic_route()
-            .accumulate(target, off, acc)
+            .accumulate(target, space, off, acc)
             .map(from_bits)
     }
 
-    /// Many elements' read-modify-writes at byte `off` of `target` (any offset), with the old
-    /// values in `fetched` when given; nothing moves for no elements.
+    /// Many elements' read-modify-writes at `(space, off)` of `target` (any offset), with the
+    /// old values in `fetched` when given; nothing moves for no elements.
     fn rmw_many<T: AtomicElem>(
         &self,
         target: usize,
-        off: usize,
+        (space, off): (Space, usize),
         op: Op,
         origin: &[T],
         fetched: Option<&mut [T]>,
@@ -137,7 +141,7 @@ impl Window<'_> {
         }
         let fetched = fetched.map(bytemuck::cast_slice_mut);
         self.atomic_route()
-            .accumulate_many(target, off, many(op, origin), fetched)
+            .accumulate_many(target, space, off, many(op, origin), fetched)
     }
 
     /// The outcome `r` of a call of `count` elements: the epoch records the call if it

@@ -30,6 +30,14 @@ fn write_at<T: Pod>(mem: &Mem<'_>, unit: usize, disp: usize, data: &[T]) -> Resu
         .map_err(Error::from)
 }
 
+/// MPI_ERR_RMA_FLAVOR: shared_query on a dynamic window.
+fn no_shared_query() -> Error {
+    Error::new(
+        ErrorClass::RmaFlavor,
+        "shared_query on a dynamic window, which has no window memory to query",
+    )
+}
+
 /// Another rank's window memory on this node, reachable by loads and stores.
 #[derive(Debug)]
 pub struct SharedRegion<'w> {
@@ -80,13 +88,21 @@ impl SharedRegion<'_> {
 }
 
 impl<'a> Window<'a> {
-    /// Load `out.len()` elements of this rank's window memory at displacement `disp`.
+    /// Load `out.len()` elements of this rank's window memory at displacement `disp` (in a
+    /// dynamic window: of memory this rank attached, at address `disp`).
     pub fn read_local<T: Pod>(&self, disp: usize, out: &mut [T]) -> Result<()> {
+        if self.flavor == Flavor::Dynamic {
+            return self.read_attached(disp, bytemuck::cast_slice_mut(out));
+        }
         read_at(&self.local, self.disp_unit(), disp, out)
     }
 
-    /// Store `data` into this rank's window memory at displacement `disp`.
+    /// Store `data` into this rank's window memory at displacement `disp` (in a dynamic
+    /// window: into memory this rank attached, at address `disp`).
     pub fn write_local<T: Pod>(&self, disp: usize, data: &[T]) -> Result<()> {
+        if self.flavor == Flavor::Dynamic {
+            return self.write_attached(disp, bytemuck::cast_slice(data));
+        }
         write_at(&self.local, self.disp_unit(), disp, data)
     }
 
@@ -97,6 +113,9 @@ impl<'a> Window<'a> {
     /// # MPI-4.1: 12.2.3 (MPI_WIN_SHARED_QUERY)
     pub fn shared_query(&self, rank: Option<usize>) -> Result<SharedRegion<'_>> {
         in_call(Some(self.rank()), "MPI_Win_shared_query", || {
+            if self.flavor == Flavor::Dynamic {
+                return Err(no_shared_query());
+            }
             let rank = match rank {
                 Some(r) => {
                     self.extent(r)?;
@@ -111,7 +130,9 @@ impl<'a> Window<'a> {
             } else {
                 match self.flavor {
                     Flavor::Create => None,
-                    Flavor::Allocate | Flavor::Shared => self.shared[rank].clone(),
+                    Flavor::Allocate | Flavor::Shared | Flavor::Dynamic => {
+                        self.shared[rank].clone()
+                    }
                 }
             };
             Ok(SharedRegion {

@@ -1,17 +1,19 @@
 //! Windows: memory of every rank of a communicator, open to one-sided access.
 //!
-//! A [`Window`] is created collectively by [`Window::allocate`], [`Window::allocate_shared`] or
-//! [`Window::create`]; RMA calls ([`Window::put`], [`Window::get`], the accumulate family of
+//! A [`Window`] is created collectively by [`Window::allocate`], [`Window::allocate_shared`],
+//! [`Window::create`] or [`Window::create_dynamic`] (memory attached later by
+//! [`Window::attach`]); RMA calls ([`Window::put`], [`Window::get`], the accumulate family of
 //! [`Window::accumulate`]), their request-based forms ([`Window::rput`], ... returning a
 //! [`Request`]) and synchronization calls
 //! (fence, lock, flush, ...) act on it; [`Window::free`] (or drop) ends it collectively.
 //!
 //! Elements are plain-old-data types ([`bytemuck::Pod`]); displacements count in the target's
-//! displacement unit, as in MPI.
+//! displacement unit, as in MPI; in a dynamic window they are addresses ([`Address::disp`]).
 //!
 //! # MPI-4.1: 12.2 (initialization), 12.3 (communication calls), 12.5 (synchronization)
 
 mod atomic;
+mod dynamic;
 mod local;
 mod pscw;
 mod request;
@@ -22,6 +24,7 @@ mod sync;
 mod tests;
 
 pub use atomic::{AtomicElem, Op};
+pub use dynamic::Address;
 pub use local::SharedRegion;
 pub use request::Request;
 
@@ -30,8 +33,8 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::group::Group;
 use crate::info::{Info, WinHints};
 use crate::protocol::epoch::Epochs;
-use crate::transport::Transport;
 use crate::transport::shm::ShmTransport;
+use crate::transport::{Attach, Space, Transport};
 use crate::wait::Peers;
 use crate::world::Comm;
 use onesided_shm::Mem;
@@ -46,6 +49,8 @@ pub enum Flavor {
     Allocate,
     /// MPI_WIN_FLAVOR_SHARED: memory allocated by the window, load/store-accessible by the node.
     Shared,
+    /// MPI_WIN_FLAVOR_DYNAMIC: memory attached and detached by each rank while the window lives.
+    Dynamic,
 }
 
 /// The memory model of a window (MPI_WIN_MODEL).
@@ -79,7 +84,7 @@ pub struct Window<'a> {
     /// Transport 0: the node's shared memory (also where this rank's control block lives).
     shm: ShmTransport<'a>,
     /// Transports 1 and on: the fabric, when some target is reached through it.
-    others: Vec<Box<dyn Transport + 'a>>,
+    others: Vec<Box<dyn Attach<'a> + 'a>>,
     /// The transport of each target's window memory (put, get), chosen by
     /// `transport::select` from the transports' caps.
     routes: Vec<usize>,
@@ -87,6 +92,8 @@ pub struct Window<'a> {
     /// per window, since CPU atomics and NIC atomics are not atomic with respect to each other.
     atomics: usize,
     epochs: RefCell<Epochs>,
+    /// Attached memory of a dynamic window: this rank's, and what it knows of the others'.
+    attached: RefCell<dynamic::Attached>,
     barriers: Cell<u64>,
     name: RefCell<String>,
     freed: Cell<bool>,
@@ -98,7 +105,7 @@ impl<'a> Window<'a> {
     #[inline]
     fn by(&self, index: usize) -> &dyn Transport {
         match index.checked_sub(1).and_then(|i| self.others.get(i)) {
-            Some(t) => t.as_ref(),
+            Some(t) => t.as_ref() as &dyn Transport,
             None => &self.shm,
         }
     }
@@ -118,7 +125,8 @@ impl<'a> Window<'a> {
     /// Every transport the window uses, for calls that concern all targets (no allocation:
     /// fence and flush_all call it every time).
     fn transports(&self) -> impl Iterator<Item = &dyn Transport> {
-        std::iter::once(&self.shm as &dyn Transport).chain(self.others.iter().map(|t| t.as_ref()))
+        let others = self.others.iter().map(|t| t.as_ref() as &dyn Transport);
+        std::iter::once(&self.shm as &dyn Transport).chain(others)
     }
 
     /// The name of the transport that moves data to `target` ("shm" or "fabric").
@@ -139,6 +147,29 @@ impl<'a> Window<'a> {
                 ),
             )
         })
+    }
+
+    /// Check an RMA call's `len` bytes at displacement `disp` of `target` (MPI_ERR_RANK,
+    /// MPI_ERR_RMA_RANGE) and enter the epoch (MPI_ERR_RMA_SYNC; `passive`: request forms,
+    /// which only a passive-target epoch allows); where the bytes are. The range of a window
+    /// with memory is checked before the epoch changes; the addresses of a dynamic window are
+    /// looked up in the target's attach table once inside the epoch.
+    #[inline]
+    fn place(
+        &self,
+        target: usize,
+        disp: usize,
+        len: usize,
+        passive: bool,
+    ) -> Result<(Space, usize)> {
+        if self.flavor == Flavor::Dynamic {
+            self.extent(target)?;
+            self.enter(target, passive)?;
+            return self.attached_at(target, disp as u64, len);
+        }
+        let off = self.range(target, disp, len)?;
+        self.enter(target, passive)?;
+        Ok((Space::Data, off))
     }
 
     /// The byte offset of `len` bytes at displacement `disp` of `target`, or MPI_ERR_RMA_RANGE.

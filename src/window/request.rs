@@ -26,7 +26,7 @@ use super::atomic::{AtomicElem, accumulate_op, elem_bytes, fetch_args, many};
 use crate::error::Result;
 use crate::error::in_call;
 use crate::protocol::reduce::Op;
-use crate::transport::{Pending, Transport};
+use crate::transport::{Pending, Space, Transport};
 use bytemuck::Pod;
 
 /// A request-based RMA operation in progress (MPI_Request of MPI_RPUT and its kin). It borrows
@@ -130,11 +130,9 @@ impl Drop for Request<'_> {
 
 impl Window<'_> {
     /// The checks every request-based call makes: rank, range, and a passive-target epoch
-    /// covering `target`; the byte offset of `len` bytes at `disp`.
-    fn request_range(&self, target: usize, disp: usize, len: usize) -> Result<usize> {
-        let off = self.range(target, disp, len)?;
-        self.enter(target, true)?;
-        Ok(off)
+    /// covering `target`; where the `len` bytes at `disp` are.
+    fn request_range(&self, target: usize, disp: usize, len: usize) -> Result<(Space, usize)> {
+        self.place(target, disp, len, true)
     }
 
     fn request<'s>(
@@ -165,9 +163,9 @@ impl Window<'_> {
     ) -> Result<Request<'s>> {
         in_call(Some(self.rank()), "MPI_Rput", || {
             let bytes: &[u8] = bytemuck::cast_slice(origin);
-            let off = self.request_range(target, disp, bytes.len())?;
+            let (space, off) = self.request_range(target, disp, bytes.len())?;
             let t = self.route(target);
-            self.request(t, t.start_put(target, off, bytes), None)
+            self.request(t, t.start_put(target, space, off, bytes), None)
         })
     }
 
@@ -183,9 +181,9 @@ impl Window<'_> {
     ) -> Result<Request<'s>> {
         in_call(Some(self.rank()), "MPI_Rget", || {
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(origin);
-            let off = self.request_range(target, disp, bytes.len())?;
+            let (space, off) = self.request_range(target, disp, bytes.len())?;
             let t = self.route(target);
-            let started = t.start_get(target, off, bytes);
+            let started = t.start_get(target, space, off, bytes);
             self.request(t, started, Some(bytes))
         })
     }
@@ -203,9 +201,9 @@ impl Window<'_> {
     ) -> Result<Request<'s>> {
         in_call(Some(self.rank()), "MPI_Raccumulate", || {
             accumulate_op::<T>(op)?;
-            let off = self.request_range(target, disp, elem_bytes::<T>(origin.len())?)?;
+            let (space, off) = self.request_range(target, disp, elem_bytes::<T>(origin.len())?)?;
             let t = self.atomic_route();
-            let started = t.start_accumulate(target, off, many(op, origin), None);
+            let started = t.start_accumulate(target, space, off, many(op, origin), None);
             self.request(t, started, None)
         })
     }
@@ -225,10 +223,10 @@ impl Window<'_> {
     ) -> Result<Request<'s>> {
         in_call(Some(self.rank()), "MPI_Rget_accumulate", || {
             fetch_args(origin, result, op)?;
-            let off = self.request_range(target, disp, elem_bytes::<T>(origin.len())?)?;
+            let (space, off) = self.request_range(target, disp, elem_bytes::<T>(origin.len())?)?;
             let out: &mut [u8] = bytemuck::cast_slice_mut(result);
             let t = self.atomic_route();
-            let started = t.start_accumulate(target, off, many(op, origin), Some(&mut *out));
+            let started = t.start_accumulate(target, space, off, many(op, origin), Some(&mut *out));
             self.request(t, started, Some(out))
         })
     }

@@ -10,7 +10,6 @@
 use super::Window;
 use crate::error::Result;
 use crate::error::in_call;
-use crate::transport::Space;
 use bytemuck::Pod;
 
 impl Window<'_> {
@@ -22,9 +21,8 @@ impl Window<'_> {
     pub fn put<T: Pod>(&self, origin: &[T], target: usize, disp: usize) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Put", || {
             let bytes: &[u8] = bytemuck::cast_slice(origin);
-            let off = self.range(target, disp, bytes.len())?;
-            self.enter(target, false)?;
-            self.route(target).put(target, Space::Data, off, bytes)?;
+            let (space, off) = self.place(target, disp, bytes.len(), false)?;
+            self.route(target).put(target, space, off, bytes)?;
             self.epochs.borrow_mut().issued();
             Ok(())
         })
@@ -38,9 +36,8 @@ impl Window<'_> {
     pub fn get<T: Pod>(&self, origin: &mut [T], target: usize, disp: usize) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Get", || {
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(origin);
-            let off = self.range(target, disp, bytes.len())?;
-            self.enter(target, false)?;
-            self.route(target).get(target, Space::Data, off, bytes)?;
+            let (space, off) = self.place(target, disp, bytes.len(), false)?;
+            self.route(target).get(target, space, off, bytes)?;
             self.epochs.borrow_mut().issued();
             Ok(())
         })

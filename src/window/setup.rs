@@ -8,8 +8,10 @@
 //!    nothing is left in /dev/shm even if the job is killed later.
 //! 4. Every rank publishes its [`ShmKey`]; each rank connects the keys of its targets.
 //!
-//! # MPI-4.1: 12.2.1 (MPI_WIN_CREATE), 12.2.2 (MPI_WIN_ALLOCATE), 12.2.3 (MPI_WIN_ALLOCATE_SHARED)
+//! # MPI-4.1: 12.2.1 (MPI_WIN_CREATE), 12.2.2 (MPI_WIN_ALLOCATE), 12.2.3 (MPI_WIN_ALLOCATE_SHARED),
+//! 12.2.4 (MPI_WIN_CREATE_DYNAMIC)
 
+use super::dynamic::Attached;
 use super::{Extent, Flavor, Window};
 use crate::codec::{Dec, Enc};
 use crate::config::TransportChoice;
@@ -20,7 +22,7 @@ use crate::protocol::epoch::Epochs;
 use crate::protocol::layout::{self, NodeLayout, Region};
 use crate::transport::net;
 use crate::transport::shm::{DataDesc, ShmKey, ShmTransport};
-use crate::transport::{Caps, RemoteKey, Selection, Transport, select};
+use crate::transport::{Attach, Caps, RemoteKey, Selection, Transport, select};
 use crate::wait::Peers;
 use crate::world::Comm;
 use bytemuck::Pod;
@@ -116,18 +118,46 @@ impl<'a> Window<'a> {
                 disp_unit,
                 user: Some(Mem::from_slice(bytes)),
             };
-            let win = build(comm, info, request)?;
-            let out = {
-                let _guard = AbortOnUnwind;
-                body(&win)
-            };
-            let freed = win.release();
-            if !freed.quiet {
-                abort_lent(&freed.result);
-            }
-            freed.result.map(|()| out)
+            lend(build(comm, info, request)?, body)
         })
     }
+
+    /// A window with no memory yet: each rank attaches memory of its own ([`Window::attach`])
+    /// and detaches it ([`Window::detach`]) while `body` runs on the window; displacements are
+    /// the addresses [`Window::attach`] returns. The window is freed collectively when `body`
+    /// returns, and only then is the attached memory (borrowed for `'a`) handed back, as with
+    /// [`Window::create`]. Collective.
+    ///
+    /// # MPI-4.1: 12.2.4 (MPI_WIN_CREATE_DYNAMIC)
+    pub fn create_dynamic<R>(
+        comm: &Comm,
+        info: &Info,
+        body: impl FnOnce(&Window<'a>) -> R,
+    ) -> Result<R> {
+        in_call(Some(comm.rank()), "MPI_Win_create_dynamic", || {
+            let request = Request {
+                flavor: Flavor::Dynamic,
+                size: 0,
+                disp_unit: 1,
+                user: None,
+            };
+            lend(build(comm, info, request)?, body)
+        })
+    }
+}
+
+/// Run `body` on `win`, which holds memory lent by the caller, then free the window; abort
+/// if the memory cannot be handed back safely (see [`Window::create`]).
+fn lend<'a, R>(win: Window<'a>, body: impl FnOnce(&Window<'a>) -> R) -> Result<R> {
+    let out = {
+        let _guard = AbortOnUnwind;
+        body(&win)
+    };
+    let freed = win.release();
+    if !freed.quiet {
+        abort_lent(&freed.result);
+    }
+    freed.result.map(|()| out)
 }
 
 /// Aborts the process if dropped while unwinding: memory lent to a window must not be handed
@@ -314,7 +344,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     let pids: Vec<u32> = (0..comm.size())
         .map(|r| if on_node(r) { comm.pid_of(r) } else { 0 })
         .collect();
-    let peers = Peers::new(pids, comm.job().liveness.clone());
+    let peers = Peers::new(pids.clone(), comm.job().liveness.clone());
     let net = match fabric {
         true => {
             let ctrl_mem = whole
@@ -329,10 +359,10 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         }
         false => None,
     };
-    let shm = ShmTransport::connect(me, &keys, &segment, req.user, peers.clone())?;
-    let others: Vec<Box<dyn Transport + 'a>> = net.into_iter().collect();
+    let shm = ShmTransport::connect(me, &keys, &segment, req.user, &pids, peers.clone())?;
+    let others: Vec<Box<dyn Attach<'a> + 'a>> = net.into_iter().collect();
     let caps: Vec<&Caps> = std::iter::once(shm.caps())
-        .chain(others.iter().map(|t| t.caps()))
+        .chain(others.iter().map(|t| (t.as_ref() as &dyn Transport).caps()))
         .collect();
     // A forced fabric reaches every target, the node's included.
     let Selection { data, atomics } = select(&caps, comm.size(), |r| !forced && on_node(r))
@@ -367,6 +397,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         routes: data,
         peers,
         epochs: RefCell::new(Epochs::new(comm.size())),
+        attached: RefCell::new(Attached::new(comm.size())),
         extents,
         local: local_mem,
         shared,

@@ -71,21 +71,21 @@ fn sweep_of<E: Element>(world: &World, test: Test, plan: &Plan, report: &mut Rep
     for size in sizes {
         let count = size / elem;
         let pass = plan.pass(Kind::Latency, size);
-        let times = with_window(world, plan.creation, size, |win| {
+        let times = with_window(world, plan.creation, size, |win, at| {
             let origin: Vec<E> = vec![E::ONE; count];
             let mut result: Vec<E> = vec![E::ZERO; count];
             repeat(plan.repetitions, pass, |p| match test {
                 Test::AccLatency => {
-                    epochs(win, how, p, |w, t| w.accumulate(&origin, t, 0, Op::Sum))
+                    epochs(win, how, p, |w, t| w.accumulate(&origin, t, at, Op::Sum))
                 }
                 Test::GetAccLatency => epochs(win, how, p, |w, t| {
-                    w.get_accumulate(&origin, &mut result, t, 0, Op::Sum)
+                    w.get_accumulate(&origin, &mut result, t, at, Op::Sum)
                 }),
                 Test::FopLatency => epochs(win, how, p, |w, t| {
-                    w.fetch_and_op(E::ONE, t, 0, Op::Sum).map(drop)
+                    w.fetch_and_op(E::ONE, t, at, Op::Sum).map(drop)
                 }),
                 _ => epochs(win, how, p, |w, t| {
-                    w.compare_and_swap(E::ONE, E::ZERO, t, 0).map(drop)
+                    w.compare_and_swap(E::ONE, E::ZERO, t, at).map(drop)
                 }),
             })
         })?;

@@ -237,6 +237,9 @@ pub enum Creation {
     Allocate,
     /// Window::create over memory the benchmark lends (MPI_Win_create).
     Create,
+    /// Window::create_dynamic with the benchmark's memory attached (MPI_Win_create_dynamic,
+    /// MPI_Win_attach); operations address the peer's memory by its address.
+    Dynamic,
 }
 
 impl Creation {
@@ -244,6 +247,7 @@ impl Creation {
         match self {
             Creation::Allocate => "MPI_Win_allocate",
             Creation::Create => "MPI_Win_create",
+            Creation::Dynamic => "MPI_Win_create_dynamic",
         }
     }
 }

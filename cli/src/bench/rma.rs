@@ -11,7 +11,7 @@
 use super::options::{Kind, Pass, Plan};
 use super::report::{BANDWIDTH, Column, LATENCY, MESSAGE_RATE, Report, Table};
 use super::{Creation, SyncMode, Test, mbps, micros, timed};
-use onesided::{Assert, Info, LockType, Result, Window, World};
+use onesided::{Assert, Error, ErrorClass, Info, LockType, Result, Window, World};
 use std::time::Duration;
 
 /// The datatype OSU's put and get tests move and name in their header.
@@ -93,21 +93,21 @@ pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report)
     };
     for size in plan.sizes.iter() {
         let pass = plan.pass(kind, size);
-        let times = with_window(world, plan.creation, size * count, |win| {
+        let times = with_window(world, plan.creation, size * count, |win, at| {
             // Filled with non-zero bytes, so that its pages are touched before the clock starts.
             let mut buf = vec![0x5au8; size * count];
             repeat(plan.repetitions, pass, |p| match (put, kind) {
-                (true, Kind::Latency) => epochs(win, how, p, |w, t| w.put(&buf, t, 0)),
-                (false, Kind::Latency) => epochs(win, how, p, |w, t| w.get(&mut buf, t, 0)),
+                (true, Kind::Latency) => epochs(win, how, p, |w, t| w.put(&buf, t, at)),
+                (false, Kind::Latency) => epochs(win, how, p, |w, t| w.get(&mut buf, t, at)),
                 (true, Kind::Bandwidth) => epochs(win, how, p, |w, t| {
                     buf.chunks_exact(size)
                         .enumerate()
-                        .try_for_each(|(j, m)| w.put(m, t, j * size))
+                        .try_for_each(|(j, m)| w.put(m, t, at + j * size))
                 }),
                 (false, Kind::Bandwidth) => epochs(win, how, p, |w, t| {
                     buf.chunks_exact_mut(size)
                         .enumerate()
-                        .try_for_each(|(j, m)| w.get(m, t, j * size))
+                        .try_for_each(|(j, m)| w.get(m, t, at + j * size))
                 }),
             })
         })?;
@@ -152,34 +152,50 @@ pub(super) fn repeat(
         .collect()
 }
 
-/// Creates a window of `bytes` bytes on every rank, runs `f` on it, then meets the other rank
+/// Creates a window of `bytes` bytes on every rank, runs `f` on it with the displacement of
+/// the peer's first byte (0, or its address in a dynamic window), then meets the other rank
 /// at a closing fence and frees the window (a failure of `f` returns at once: the job ends on
 /// it).
 pub(super) fn with_window<R>(
     world: &World,
     creation: Creation,
     bytes: usize,
-    f: impl FnOnce(&Window<'_>) -> Result<R>,
+    f: impl FnOnce(&Window<'_>, usize) -> Result<R>,
 ) -> Result<R> {
     let info = Info::new();
     // The closing barrier is the window's own, so that a passive rank 1 waits inside the
     // library, serving the fabric as MPI libraries' targets do (over shared memory it sleeps).
     // A failure of rank 0 ends the job (the launcher stops rank 1), so it returns at once.
-    let run = |win: &Window<'_>| {
-        let result = f(win)?;
+    let run = |win: &Window<'_>, at: usize| {
+        let result = f(win, at)?;
         win.fence(Assert::NOPRECEDE | Assert::NOSUCCEED)?;
         Ok(result)
     };
     match creation {
         Creation::Allocate => {
             let win = Window::allocate(world, bytes, 1, &info)?;
-            let result = run(&win);
+            let result = run(&win, 0);
             win.free()?;
             result
         }
         Creation::Create => {
             let mut memory = vec![0u8; bytes];
-            Window::create(world, &mut memory[..], 1, &info, run)?
+            Window::create(world, &mut memory[..], 1, &info, |win| run(win, 0))?
+        }
+        Creation::Dynamic => {
+            // In words, so that the atomic tests' elements are aligned.
+            let mut memory = vec![0u64; bytes.div_ceil(8)];
+            Window::create_dynamic(world, &info, |win| {
+                let mine = win.attach(&mut memory[..])?;
+                let all = world.allgather(&(mine.disp() as u64).to_le_bytes())?;
+                let peer = &all[1 - world.rank().min(1)];
+                let at = peer
+                    .as_slice()
+                    .try_into()
+                    .map(u64::from_le_bytes)
+                    .map_err(|_| Error::new(ErrorClass::Intern, "an address of 8 bytes"))?;
+                run(win, at as usize)
+            })?
         }
     }
 }

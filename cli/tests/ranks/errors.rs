@@ -269,6 +269,7 @@ pub fn classes(world: &World, flavor: Flavor) -> Res {
                 let mut mem = [0u64; 2];
                 Window::create(world, &mut mem, du, &Info::new(), |_| ())
             }
+            Flavor::Dynamic => return Err("dynamic windows take no disp_unit".into()),
         };
         expect_class(
             r,
@@ -312,6 +313,7 @@ pub fn classes(world: &World, flavor: Flavor) -> Res {
                 }
                 Flavor::Allocate => Window::allocate(world, 16, 8, &info).map(drop),
                 Flavor::Shared => Window::allocate_shared(world, 16, 8, &info).map(drop),
+                Flavor::Dynamic => Window::create_dynamic(world, &info, |_| ()),
             };
             expect_class(
                 r,

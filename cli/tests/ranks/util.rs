@@ -39,6 +39,7 @@ pub fn flavor_name(f: Flavor) -> &'static str {
         Flavor::Allocate => "allocate",
         Flavor::Shared => "shared",
         Flavor::Create => "create",
+        Flavor::Dynamic => "dynamic",
     }
 }
 
@@ -95,6 +96,7 @@ pub fn with_window<R>(
     let win = match flavor {
         Flavor::Allocate => Window::allocate(comm, bytes, disp_unit, info),
         Flavor::Shared => Window::allocate_shared(comm, bytes, disp_unit, info),
+        Flavor::Dynamic => return Err(format!("{what}: dynamic windows have no size")),
         Flavor::Create => {
             let mut backing = vec![0u64; bytes.div_ceil(8)];
             let lent = backing.as_ptr() as usize;
@@ -152,6 +154,20 @@ pub fn local_u64(win: &Window<'_>, n: usize) -> Result<Vec<u64>, String> {
     let mut v = vec![0u64; n];
     win.read_local(0, &mut v).ctx("read_local")?;
     Ok(v)
+}
+
+/// How long a target computes or sleeps in the tests that check it holds no origin up.
+pub const BUSY_FOR: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// An error unless the calls `what` since `start` took well under [`BUSY_FOR`]: an origin
+/// whose target computes or sleeps that long must not wait for it.
+pub fn not_held_up(start: std::time::Instant, what: &str) -> Res {
+    let took = start.elapsed();
+    ensure!(
+        took < BUSY_FOR * 3 / 4,
+        "{what} took {took:?}: the origin waited for its busy target"
+    );
+    Ok(())
 }
 
 /// Keep this CPU busy for `d` without a call into onesided (a target that computes).

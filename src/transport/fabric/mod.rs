@@ -13,13 +13,14 @@
 //! own completion only. The request forms move data through buffers the endpoint owns until the
 //! operations complete. The endpoint's progress thread serves the target side of providers that
 //! need the target to call into libfabric, so a target that computes or sleeps does not stall its
-//! origins.
+//! origins. Memory attached to a dynamic window is registered when it is attached and
+//! closed when it is detached; origins learn its key from the owner's attach table.
 
 mod key;
 mod resources;
 
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Caps, Pending, Reach, Space, Transport,
+    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Pending, Reach, Space, Transport,
     locked_accumulate, locked_accumulate_many, signal_and_wait,
 };
 use crate::config::FabricConfig;
@@ -32,7 +33,7 @@ use key::FabricKey;
 use onesided_fabric as fi;
 use onesided_shm::Mem;
 use resources::{Resources, resources};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// Calls of `progress` between two looks at whether a peer is stopped (a look reads the clock).
@@ -141,6 +142,8 @@ pub struct FabricTransport<'a> {
     stopped: Cell<bool>,
     _ctrl: fi::Region<'static>,
     _data: Option<fi::Region<'a>>,
+    /// Memory attached to the dynamic window, registered.
+    attached: RefCell<Vec<fi::Region<'a>>>,
     /// This thread's endpoint, shared with its other windows (after the regions: they are
     /// closed first).
     res: Rc<Resources>,
@@ -220,6 +223,7 @@ impl<'a> FabricTransport<'a> {
             res: local.res,
             _ctrl: local.ctrl,
             _data: local.data,
+            attached: RefCell::new(Vec::new()),
         })
     }
 
@@ -239,6 +243,11 @@ impl<'a> FabricTransport<'a> {
         let r = match space {
             Space::Data => t.data,
             Space::Control => t.ctrl,
+            Space::Attached(e) => Span {
+                base: e.base,
+                key: e.key,
+                len: usize::try_from(e.len).unwrap_or(usize::MAX),
+            },
         };
         match offset.checked_add(len) {
             Some(end) if end <= r.len => Ok(fi::Remote {
@@ -270,9 +279,9 @@ impl<'a> FabricTransport<'a> {
     }
 
     /// One element's accumulate on the NIC.
-    fn native(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
+    fn native(&self, target: usize, space: Space, offset: usize, acc: Accumulate) -> Result<u64> {
         let size = acc.elem.size();
-        let to = self.at(target, Space::Data, offset, size)?;
+        let to = self.at(target, space, offset, size)?;
         let (dt, live) = (datatype(acc.elem), || self.alive(target));
         let operand = acc.operand.to_le_bytes();
         let mut old = [0u8; 8];
@@ -299,11 +308,12 @@ impl<'a> FabricTransport<'a> {
     fn start_native(
         &self,
         target: usize,
+        space: Space,
         offset: usize,
         acc: AccumulateMany<'_>,
         fetch: bool,
     ) -> Result<Pending> {
-        let to = self.at(target, Space::Data, offset, acc.operands.len())?;
+        let to = self.at(target, space, offset, acc.operands.len())?;
         if acc.operands.is_empty() {
             return Ok(Pending::Done);
         }
@@ -316,15 +326,18 @@ impl<'a> FabricTransport<'a> {
         Ok(Pending::Fabric(target, t.map_err(fi_err)?))
     }
 
-    /// Whether accumulates on elements of `elem` at `offset` of `target` run on the NIC: where
-    /// its provider runs every accumulate of the type natively on every rank and the element is
-    /// aligned in the target's memory (the first element decides for its neighbours). Every
-    /// origin decides the same way for an element, so accumulates on it never mix the NIC and
-    /// the lock.
-    fn on_nic(&self, target: usize, offset: usize, elem: Elem) -> Result<bool> {
+    /// Whether accumulates on elements of `elem` at `offset` of `target`'s `space` run on the
+    /// NIC: where its provider runs every accumulate of the type natively on every rank and the
+    /// element is aligned in the target's memory (the first element decides for its
+    /// neighbours). Every origin decides the same way for an element, so accumulates on it
+    /// never mix the NIC and the lock.
+    fn on_nic(&self, target: usize, space: Space, offset: usize, elem: Elem) -> Result<bool> {
         let t = self.target(target)?;
-        let aligned = t
-            .lead
+        let lead = match space {
+            Space::Attached(e) => e.addr,
+            _ => t.lead,
+        };
+        let aligned = lead
             .wrapping_add(offset as u64)
             .is_multiple_of(elem.size() as u64);
         Ok(aligned && self.caps.native_atomics & 1 << elem.index() != 0)
@@ -385,11 +398,18 @@ impl Transport for FabricTransport<'_> {
     }
 
     /// On the NIC or under the target's accumulate lock (see `FabricTransport::on_nic`).
-    fn accumulate(&self, target: usize, offset: usize, acc: Accumulate) -> Result<u64> {
-        if self.on_nic(target, offset, acc.elem)? {
-            self.native(target, offset, acc)
+    fn accumulate(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        acc: Accumulate,
+    ) -> Result<u64> {
+        if self.on_nic(target, space, offset, acc.elem)? {
+            self.native(target, space, offset, acc)
         } else {
-            locked_accumulate(self, &|| self.peers.all_alive(), target, offset, acc)
+            let watch = || self.peers.all_alive();
+            locked_accumulate(self, &watch, target, space, offset, acc)
         }
     }
 
@@ -398,11 +418,12 @@ impl Transport for FabricTransport<'_> {
     fn accumulate_many(
         &self,
         target: usize,
+        space: Space,
         offset: usize,
         acc: AccumulateMany<'_>,
         mut fetched: Option<&mut [u8]>,
     ) -> Result<()> {
-        let p = self.start_accumulate(target, offset, acc, fetched.as_deref_mut())?;
+        let p = self.start_accumulate(target, space, offset, acc, fetched.as_deref_mut())?;
         self.finish(p, fetched)
     }
 
@@ -442,8 +463,8 @@ impl Transport for FabricTransport<'_> {
         Ok(())
     }
 
-    fn start_put(&self, target: usize, offset: usize, src: &[u8]) -> Result<Pending> {
-        let to = self.at(target, Space::Data, offset, src.len())?;
+    fn start_put(&self, target: usize, space: Space, offset: usize, src: &[u8]) -> Result<Pending> {
+        let to = self.at(target, space, offset, src.len())?;
         if src.is_empty() {
             return Ok(Pending::Done);
         }
@@ -451,8 +472,14 @@ impl Transport for FabricTransport<'_> {
         Ok(Pending::Fabric(target, t.map_err(fi_err)?))
     }
 
-    fn start_get(&self, target: usize, offset: usize, dst: &mut [u8]) -> Result<Pending> {
-        let from = self.at(target, Space::Data, offset, dst.len())?;
+    fn start_get(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<Pending> {
+        let from = self.at(target, space, offset, dst.len())?;
         if dst.is_empty() {
             return Ok(Pending::Done);
         }
@@ -468,17 +495,18 @@ impl Transport for FabricTransport<'_> {
     fn start_accumulate(
         &self,
         target: usize,
+        space: Space,
         offset: usize,
         acc: AccumulateMany<'_>,
         fetched: Option<&mut [u8]>,
     ) -> Result<Pending> {
         acc.check(fetched.as_deref())?;
-        if !self.on_nic(target, offset, acc.elem)? {
+        if !self.on_nic(target, space, offset, acc.elem)? {
             let watch = || self.peers.all_alive();
-            locked_accumulate_many(self, &watch, target, offset, acc, fetched)?;
+            locked_accumulate_many(self, &watch, target, space, offset, acc, fetched)?;
             return Ok(Pending::Done);
         }
-        self.start_native(target, offset, acc, fetched.is_some())
+        self.start_native(target, space, offset, acc, fetched.is_some())
     }
 
     /// Complete, or never to complete because the target is gone (`finish` then reports the
@@ -515,5 +543,33 @@ impl Transport for FabricTransport<'_> {
             self.res.ep.progress();
         }
         Ok(())
+    }
+}
+
+impl<'a> Attach<'a> for FabricTransport<'a> {
+    /// Register `mem` with the NIC (nothing for empty memory, which no operation reaches).
+    fn attach(&self, mem: Mem<'a>) -> Result<(u64, u64)> {
+        if mem.is_empty() {
+            return Ok((0, 0));
+        }
+        let region = self.res.ep.register(mem).map_err(fi_err)?;
+        let key = region.key().map_err(fi_err)?;
+        if key.raw {
+            return Err(Error::new(
+                ErrorClass::RmaAttach,
+                "the provider's remote keys are raw (FI_MR_RAW), which the attach table of a \
+                 dynamic window does not hold",
+            ));
+        }
+        let mapped = self.res.ep.map_key(&key).map_err(fi_err)?;
+        self.attached.borrow_mut().push(region);
+        Ok((key.base, mapped))
+    }
+
+    fn detach(&self, addr: u64) {
+        let mut attached = self.attached.borrow_mut();
+        if let Some(i) = attached.iter().position(|r| r.mem().addr() as u64 == addr) {
+            attached.swap_remove(i);
+        }
     }
 }

@@ -1,0 +1,236 @@
+//! Dynamic windows: memory each rank attaches and detaches while the window lives.
+//!
+//! A rank's attached memory stays borrowed by the window until the window is freed, detached or
+//! not, so no access of another rank, however late, can reach memory handed back to the
+//! program. Attaching makes the memory reachable by every transport (the fabric registers it)
+//! and writes it into the rank's attach table ([`crate::protocol::attach`]); an origin reads a
+//! target's table the first time it addresses memory there that it does not know, keeps the
+//! copy, and checks the table's generation before using the copy: on every access where the
+//! table is in mapped memory (a load), once per access epoch over the fabric (a read of one
+//! word). A detached region is forgotten at the latest then; over the fabric its registration
+//! is closed at once, so the NIC refuses it.
+//!
+//! Displacements in a dynamic window are addresses ([`Address`]), as with MPI_BOTTOM.
+//!
+//! # MPI-4.1: 12.2.4 (MPI_WIN_CREATE_DYNAMIC, MPI_WIN_ATTACH, MPI_WIN_DETACH)
+
+use super::{Flavor, Window};
+use crate::error::in_call;
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::attach::{self, Entry, Read, Slots, View};
+use crate::transport::{Attach, Space, Transport};
+use crate::wait;
+use bytemuck::Pod;
+use onesided_shm::Mem;
+use std::sync::atomic::Ordering;
+
+/// The address of a byte of memory attached to a dynamic window, in its owner's process
+/// (MPI_Get_address of that byte): the displacement RMA calls take for it. A plain value, to
+/// send to other ranks through a window or the world; origins check it against the owner's
+/// attach table, so a wrong one fails with MPI_ERR_RMA_RANGE and touches no memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, crate::Pod)]
+#[repr(transparent)]
+pub struct Address(u64);
+
+impl Address {
+    /// No address (0): no memory is ever attached there.
+    pub const NULL: Address = Address(0);
+
+    /// The displacement of this byte in RMA calls on the dynamic window.
+    pub fn disp(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The address `bytes` further on (MPI_Aint_add).
+    pub fn offset(self, bytes: usize) -> Address {
+        Address(self.0.wrapping_add(bytes as u64))
+    }
+
+    /// Whether this is [`Address::NULL`].
+    pub fn is_null(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// What a rank knows of the attached memory of a dynamic window.
+#[derive(Debug, Default)]
+pub(super) struct Attached {
+    /// This rank's attach table, as it manages it.
+    slots: Slots,
+    /// Per target: its table as last read, and the count of epochs opened when it was last
+    /// checked against the target's generation.
+    views: Vec<Option<(View, u64)>>,
+}
+
+impl Attached {
+    /// Nothing attached yet, in a window of `n` ranks.
+    pub(super) fn new(n: usize) -> Attached {
+        Attached {
+            slots: Slots::default(),
+            views: vec![None; n],
+        }
+    }
+}
+
+/// MPI_ERR_RMA_RANGE for `len` bytes at `addr` of `target`, which lie in no attached memory.
+fn not_attached(target: usize, addr: u64, len: usize) -> Error {
+    Error::new(
+        ErrorClass::RmaRange,
+        format!("{len} bytes at address {addr:#x} are not inside memory rank {target} attached"),
+    )
+}
+
+impl<'a> Window<'a> {
+    /// MPI_ERR_RMA_FLAVOR unless this is a dynamic window.
+    fn dynamic_only(&self, call: &str) -> Result<()> {
+        match self.flavor {
+            Flavor::Dynamic => Ok(()),
+            other => Err(Error::new(
+                ErrorClass::RmaFlavor,
+                format!("{call} on a window of flavor {other:?}, not a dynamic one"),
+            )),
+        }
+    }
+
+    /// Attach `memory` to this dynamic window, so that every rank can reach it at the
+    /// [`Address`] returned (the address of its first byte). The memory stays borrowed by the
+    /// window until the window is freed, even once detached. Local; MPI_ERR_RMA_FLAVOR on other
+    /// windows, MPI_ERR_RMA_ATTACH once [`crate::MAX_ATTACH`] regions are attached.
+    ///
+    /// # MPI-4.1: 12.2.4 (MPI_WIN_ATTACH)
+    pub fn attach<T: Pod>(&self, memory: &'a mut [T]) -> Result<Address> {
+        in_call(Some(self.rank()), "MPI_Win_attach", || {
+            self.dynamic_only("attach")?;
+            let mem = Mem::from_slice(bytemuck::cast_slice_mut(memory));
+            let addr = mem.addr() as u64;
+            let mut entry = Entry {
+                addr,
+                len: mem.len() as u64,
+                base: 0,
+                key: 0,
+            };
+            let registered = self.shm.attach(mem.clone()).and_then(|_| {
+                self.others.iter().try_for_each(|t| {
+                    (entry.base, entry.key) = t.attach(mem.clone())?;
+                    Ok(())
+                })
+            });
+            let slot = registered.and_then(|()| self.attached.borrow_mut().slots.attach(entry));
+            match slot {
+                Ok(slot) => self.publish(slot, Some(&entry)).map(|()| Address(addr)),
+                Err(e) => {
+                    self.unregister(addr);
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    /// Detach the memory attached at `base`: no rank may reach it any more (it stays borrowed
+    /// until the window is freed). Local; MPI_ERR_RMA_ATTACH where no memory attached starts at
+    /// `base`, MPI_ERR_RMA_FLAVOR on other windows.
+    ///
+    /// # MPI-4.1: 12.2.4 (MPI_WIN_DETACH)
+    pub fn detach(&self, base: Address) -> Result<()> {
+        in_call(Some(self.rank()), "MPI_Win_detach", || {
+            self.dynamic_only("detach")?;
+            let (slot, _) = self.attached.borrow_mut().slots.detach(base.0)?;
+            let cleared = self.publish(slot, None);
+            self.unregister(base.0);
+            cleared
+        })
+    }
+
+    /// Make the memory attached at `addr` unreachable by every transport.
+    fn unregister(&self, addr: u64) {
+        self.shm.detach(addr);
+        self.others.iter().for_each(|t| t.detach(addr));
+    }
+
+    /// Write slot `slot` of this rank's attach table (`None`: clear it), check word last when
+    /// writing and first when clearing, then bump the table's generation.
+    fn publish(&self, slot: usize, entry: Option<&Entry>) -> Result<()> {
+        let ctrl = self.shm.control(self.rank())?;
+        let table = attach::table_offset(self.comm.size());
+        let (at, check_at) = attach::slot_offset(slot);
+        let check = ctrl.atomic_u64(table + check_at)?;
+        match entry {
+            Some(e) => {
+                let bytes = e.encode();
+                ctrl.write(table + at, &bytes[..check_at - at])?;
+                let word = u64::from_le_bytes(bytes[check_at - at..].try_into().expect("8"));
+                check.store(word, Ordering::Release);
+            }
+            None => check.store(0, Ordering::Release),
+        }
+        ctrl.atomic_u64(table)?.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Where `len` bytes at address `addr` of `target` are: in the copy of its attach table if
+    /// that is still good, else in the table read again; MPI_ERR_RMA_RANGE where no attached
+    /// memory holds them.
+    pub(super) fn attached_at(
+        &self,
+        target: usize,
+        addr: u64,
+        len: usize,
+    ) -> Result<(Space, usize)> {
+        let opened = self.epochs.borrow().opened();
+        let route = self.route(target);
+        let mut known = self.attached.borrow_mut();
+        let view = &mut known.views[target];
+        if let Some((v, checked)) = view.as_mut()
+            && (route.caps().load_store || *checked != opened)
+        {
+            let mut word = [0u8; 8];
+            let table = attach::table_offset(self.comm.size());
+            route.get(target, Space::Control, table, &mut word)?;
+            if u64::from_le_bytes(word) == v.generation {
+                *checked = opened;
+            } else {
+                *view = None;
+            }
+        }
+        if let Some((e, off)) = view.as_ref().and_then(|(v, _)| v.find(addr, len)) {
+            return Ok((Space::Attached(e), off));
+        }
+        let fresh = self.read_table(route, target)?;
+        let found = fresh.find(addr, len);
+        *view = Some((fresh, opened));
+        let (e, off) = found.ok_or_else(|| not_attached(target, addr, len))?;
+        Ok((Space::Attached(e), off))
+    }
+
+    /// Read `target`'s attach table, again while a slot changes under the read.
+    fn read_table(&self, route: &dyn Transport, target: usize) -> Result<View> {
+        let table = attach::table_offset(self.comm.size());
+        let mut bytes = vec![0u8; attach::TABLE_LEN];
+        wait::retry(&|| self.peers.all_alive(), || {
+            route.get(target, Space::Control, table, &mut bytes)?;
+            Ok(match attach::decode(&bytes) {
+                Read::Table(view) => Some(view),
+                Read::Torn => None,
+            })
+        })
+    }
+
+    /// Where `len` bytes at address `addr` of this rank's attached memory are.
+    fn own_attached(&self, addr: usize, len: usize) -> Result<(Space, usize)> {
+        let found = self.attached.borrow().slots.find(addr as u64, len);
+        let (e, off) = found.ok_or_else(|| not_attached(self.rank(), addr as u64, len))?;
+        Ok((Space::Attached(e), off))
+    }
+
+    /// Load bytes at address `addr` of this rank's attached memory.
+    pub(super) fn read_attached(&self, addr: usize, out: &mut [u8]) -> Result<()> {
+        let (space, off) = self.own_attached(addr, out.len())?;
+        self.shm.get(self.rank(), space, off, out)
+    }
+
+    /// Store bytes at address `addr` of this rank's attached memory.
+    pub(super) fn write_attached(&self, addr: usize, data: &[u8]) -> Result<()> {
+        let (space, off) = self.own_attached(addr, data.len())?;
+        self.shm.put(self.rank(), space, off, data)
+    }
+}
