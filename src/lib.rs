@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+mod alloc;
 mod codec;
 mod config;
 mod error;
@@ -30,6 +31,7 @@ pub mod launcher;
 // `#[derive(Pod)]` names `::onesided`, also for the crate's own types.
 extern crate self as onesided;
 
+pub use alloc::AllocMem;
 pub use bytemuck::{Pod, Zeroable};
 pub use config::{Atomics, Config, MrMode, ProcessManager, TransportChoice};
 pub use error::{Error, ErrorClass, Result};

@@ -17,6 +17,8 @@
 #[macro_use]
 #[path = "ranks/util.rs"]
 mod util;
+#[path = "ranks/alloc.rs"]
+mod alloc;
 #[path = "ranks/atomics.rs"]
 mod atomics;
 #[path = "ranks/dynamic.rs"]
@@ -300,6 +302,9 @@ static SCENARIOS: &[Scenario] = &[
     flavored("pscw::many_to_one", pscw::many_to_one, &[2, 4]),
     flavored("pscw::target_computes", pscw::target_computes, &[2]),
     flavored("pscw::errors", pscw::errors, &[2]),
+    scenario("alloc_mem::create_window", alloc::create_window, &[2, 3, 8]),
+    scenario("alloc_mem::target_computes", alloc::target_computes, &[2]),
+    scenario("alloc_mem::errors", alloc::errors, &[2]),
     scenario("dynamic::put_get", dynamic::put_get, &[2, 3, 8]),
     scenario("dynamic::target_computes", dynamic::target_computes, &[2]),
     scenario("dynamic::errors", dynamic::errors, &[2, 3]),

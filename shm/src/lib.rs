@@ -2,6 +2,7 @@
 //! in this crate or in `fabric/`; what it exports is safe to call.
 
 mod aligned;
+pub mod block;
 pub mod cleanup;
 pub mod cma;
 pub mod futex;
@@ -9,5 +10,6 @@ pub mod mem;
 pub mod process;
 pub mod segment;
 
+pub use block::Block;
 pub use mem::{Mem, OutOfRange};
-pub use segment::Segment;
+pub use segment::{FileId, Segment};

@@ -39,6 +39,38 @@ enum Mapping {
     Aligned(AlignedMap),
 }
 
+/// The identity of an open file (device and inode), to tell it from another file that later
+/// got the same descriptor number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    /// Device number.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+}
+
+impl FileId {
+    /// The identity of `file`.
+    pub fn of(file: &File) -> io::Result<FileId> {
+        let st = rustix::fs::fstat(file)?;
+        Ok(FileId {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        })
+    }
+}
+
+/// An error unless `align` is a power of two up to [`MAX_ALIGN`].
+fn check_align(align: usize) -> io::Result<()> {
+    if !align.is_power_of_two() || align > MAX_ALIGN {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("alignment {align} is not a power of two up to {MAX_ALIGN}"),
+        ));
+    }
+    Ok(())
+}
+
 /// The shared-memory object name of segment `name`: `/name`.
 fn shm_name(name: &str) -> io::Result<String> {
     if name.contains('/') || name.contains('\0') || name.is_empty() || name.len() > 200 {
@@ -74,12 +106,7 @@ impl Segment {
     }
 
     fn map(name: &str, len: usize, align: usize, flags: OFlags) -> io::Result<Segment> {
-        if !align.is_power_of_two() || align > MAX_ALIGN {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("alignment {align} is not a power of two up to {MAX_ALIGN}"),
-            ));
-        }
+        check_align(align)?;
         let create = flags.contains(OFlags::CREATE);
         // The descriptor is close-on-exec; the mapping does not need it once made.
         let file = File::from(rustix::shm::open(
@@ -97,6 +124,56 @@ impl Segment {
             map: result?,
             len,
             name: name.to_owned(),
+        })
+    }
+
+    /// A segment without a name: a memory file (`memfd_create`) of `len` bytes (zero-filled),
+    /// mapped at a multiple of `align`; the file is returned open, so that other processes of
+    /// the user can map it too ([`Segment::open_fd_of`]) while this one keeps it. Nothing is
+    /// left behind when the last process unmaps it or exits.
+    pub fn anonymous(len: usize, align: usize) -> io::Result<(Segment, File)> {
+        check_align(align)?;
+        let file = File::from(rustix::fs::memfd_create(
+            "onesided-mem",
+            rustix::fs::MemfdFlags::CLOEXEC,
+        )?);
+        let map = Segment::map_file(&file, len.max(1), align, true)?;
+        let seg = Segment {
+            map,
+            len,
+            name: String::new(),
+        };
+        Ok((seg, file))
+    }
+
+    /// Map the memory file that process `pid` holds open as descriptor `fd` (a segment made by
+    /// [`Segment::anonymous`] there), which must be the file `id` (a descriptor number can be
+    /// reused for another file) and at least `len` bytes long, at a multiple of `align`. The
+    /// kernel checks that this process may trace `pid` (the same right cross-memory attach
+    /// needs).
+    pub fn open_fd_of(
+        pid: u32,
+        fd: i32,
+        len: usize,
+        align: usize,
+        id: FileId,
+    ) -> io::Result<Segment> {
+        check_align(align)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/{pid}/fd/{fd}"))?;
+        if FileId::of(&file)? != id {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("descriptor {fd} of process {pid} is another file now"),
+            ));
+        }
+        let map = Segment::map_file(&file, len.max(1), align, false)?;
+        Ok(Segment {
+            map,
+            len,
+            name: String::new(),
         })
     }
 
@@ -174,6 +251,37 @@ mod tests {
             let e = Segment::create(&name, 4096, bad).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "memfd_create and mmap of a descriptor are beyond Miri")]
+    fn anonymous_segments_are_mapped_again_through_proc() {
+        use std::os::fd::AsRawFd;
+        let (a, file) = Segment::anonymous(2 * 4096, 1 << 16).unwrap();
+        assert!(a.name().is_empty());
+        assert_eq!(a.ptr().as_ptr() as usize % (1 << 16), 0);
+        let (pid, fd, id) = (
+            std::process::id(),
+            file.as_raw_fd(),
+            FileId::of(&file).unwrap(),
+        );
+        let b = Segment::open_fd_of(pid, fd, 2 * 4096, 1, id).unwrap();
+        let (a, b) = (
+            Mem::from_segment(Arc::new(a)),
+            Mem::from_segment(Arc::new(b)),
+        );
+        a.write(4096 + 8, &[9; 8]).unwrap();
+        let mut out = [0; 8];
+        b.read(4096 + 8, &mut out).unwrap();
+        assert_eq!(out, [9; 8]);
+        let other = FileId {
+            ino: id.ino + 1,
+            ..id
+        };
+        let e = Segment::open_fd_of(pid, fd, 4096, 1, other).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        let e = Segment::open_fd_of(pid, fd, 3 * 4096, 1, id).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
     }
 
     #[test]

@@ -40,3 +40,32 @@ pub(crate) fn connect<'a>(
         )),
     )
 }
+
+/// Memory registered with the NIC ahead of the windows that will use it (alloc_mem memory).
+#[derive(Debug)]
+pub(crate) struct Registered {
+    #[cfg(have_libfabric)]
+    _reg: super::fabric::prereg::Prereg,
+}
+
+/// Register `mem` with this thread's endpoint where windows of `comm` use the fabric (ranks on
+/// several nodes, or the fabric forced); `None` where they do not, or this build has no fabric.
+pub(crate) fn register_ahead(comm: &Comm, mem: Mem<'static>) -> Result<Option<Registered>> {
+    use crate::config::TransportChoice;
+    let me = comm.node_of(comm.rank());
+    let forced = comm.job().config.transport_choice() == TransportChoice::Fabric;
+    if mem.is_empty() || !forced && (0..comm.size()).all(|r| comm.node_of(r) == me) {
+        return Ok(None);
+    }
+    #[cfg(have_libfabric)]
+    {
+        let config = comm.job().config.fabric();
+        let reg = super::fabric::prereg::register(config, mem)?;
+        Ok(Some(Registered { _reg: reg }))
+    }
+    #[cfg(not(have_libfabric))]
+    {
+        let _ = mem;
+        Ok(None)
+    }
+}

@@ -10,6 +10,8 @@
 //! aligned to its size, and every element of MPI_Win_create memory, which other ranks reach only
 //! by copies) take the target's accumulate lock word (`transport::locked_accumulate`), the
 //! owner of create memory included, so that every accumulate on one element takes one path.
+//! Memory lent to MPI_Win_create that was allocated by MPI_Alloc_mem (`crate::alloc`) is mapped
+//! by every rank of the node, like the segment, and reached the same way.
 //! Memory attached to a dynamic window is reached the same way as create memory: by
 //! cross-memory attach from the other ranks, directly by its owner, every accumulate under the
 //! lock word.
@@ -26,7 +28,7 @@ use crate::protocol::layout;
 use crate::protocol::reduce::{Elem, Op};
 use crate::wait::Peers;
 use onesided_shm::cma::{CmaError, RemoteMem};
-use onesided_shm::{Mem, Segment, futex};
+use onesided_shm::{FileId, Mem, Segment, futex};
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -38,6 +40,30 @@ pub(crate) enum DataDesc {
     Segment { off: usize, len: usize },
     /// In the memory of process `pid` at `addr` (MPI_Win_create).
     Process { pid: u32, addr: usize, len: usize },
+    /// In a block of alloc_mem memory (MPI_Win_create over MPI_Alloc_mem memory): mapped by
+    /// the node's ranks.
+    Block(BlockDesc),
+}
+
+/// `len` bytes at `off` of a block of alloc_mem memory of process `pid`, the file of
+/// `block_len` bytes that it holds open as descriptor `fd`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BlockDesc {
+    pub pid: u32,
+    pub fd: i32,
+    pub id: FileId,
+    pub block_len: usize,
+    pub off: usize,
+    pub len: usize,
+}
+
+impl BlockDesc {
+    /// Map the memory into this process.
+    pub(crate) fn map(&self) -> Result<Mem<'static>> {
+        let seg = Segment::open_fd_of(self.pid, self.fd, self.block_len, layout::PAGE, self.id)
+            .map_err(|e| Error::os("mapping alloc_mem memory of another process", e))?;
+        Ok(Mem::from_segment(Arc::new(seg)).sub(self.off, self.len)?)
+    }
 }
 
 /// One rank's shared-memory key: its node segment, control block and window memory.
@@ -56,6 +82,15 @@ impl ShmKey {
             DataDesc::Process { pid, addr, len } => {
                 e.u64(1).u64(pid as u64).u64(addr as u64).u64(len as u64)
             }
+            DataDesc::Block(ref b) => e
+                .u64(2)
+                .u64(b.pid as u64)
+                .u64(b.fd as u64)
+                .u64(b.id.dev)
+                .u64(b.id.ino)
+                .u64(b.block_len as u64)
+                .u64(b.off as u64)
+                .u64(b.len as u64),
         };
         RemoteKey(e.finish())
     }
@@ -69,11 +104,22 @@ impl ShmKey {
                 off: d.usize()?,
                 len: d.usize()?,
             },
-            _ => DataDesc::Process {
+            1 => DataDesc::Process {
                 pid: d.u64()? as u32,
                 addr: d.usize()?,
                 len: d.usize()?,
             },
+            _ => DataDesc::Block(BlockDesc {
+                pid: d.u64()? as u32,
+                fd: d.u64()? as i32,
+                id: FileId {
+                    dev: d.u64()?,
+                    ino: d.u64()?,
+                },
+                block_len: d.usize()?,
+                off: d.usize()?,
+                len: d.usize()?,
+            }),
         };
         Ok(ShmKey {
             segment,
@@ -175,13 +221,15 @@ fn cma_err(e: CmaError) -> Error {
 
 impl<'a> ShmTransport<'a> {
     /// Connect to the targets whose keys are given (`None`: a target this transport does not
-    /// serve). `segment` is this node's segment, already mapped; `own` is this rank's window
-    /// memory when it lives outside the segment (MPI_Win_create); `pids` are the ranks'
-    /// processes and `peers` watches them.
+    /// serve). `segment` is this node's segment, already mapped; `mapped` is each other
+    /// target's window memory where this process maps it (in the segment, or a block of
+    /// alloc_mem memory); `own` is this rank's window memory when it lives outside the segment
+    /// (MPI_Win_create); `pids` are the ranks' processes and `peers` watches them.
     pub(crate) fn connect(
         me: usize,
         keys: &[Option<ShmKey>],
         segment: &Arc<Segment>,
+        mapped: &[Option<Mem<'static>>],
         own: Option<Mem<'a>>,
         pids: &[u32],
         peers: Peers,
@@ -203,14 +251,13 @@ impl<'a> ShmTransport<'a> {
             let ctrl = whole
                 .sub(key.ctrl, layout::ctrl_block(keys.len()))
                 .map_err(Error::from)?;
+            let missing = || Error::new(ErrorClass::Intern, "window memory not mapped");
             let data = match (&key.data, rank == me) {
-                (DataDesc::Segment { off, len }, _) => {
-                    Data::Mapped(whole.sub(*off, *len).map_err(Error::from)?)
+                (DataDesc::Segment { .. }, _) | (DataDesc::Block(_), false) => {
+                    Data::Mapped(mapped[rank].clone().ok_or_else(missing)?)
                 }
-                (DataDesc::Process { .. }, true) => {
-                    Data::Mapped(own.take().ok_or_else(|| {
-                        Error::new(ErrorClass::Intern, "own window memory missing")
-                    })?)
+                (DataDesc::Process { .. } | DataDesc::Block(_), true) => {
+                    Data::Mapped(own.take().ok_or_else(missing)?)
                 }
                 (DataDesc::Process { pid, addr, len }, false) => Data::Process(
                     RemoteMem::new(*pid as i32, *addr, *len)

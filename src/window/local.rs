@@ -108,7 +108,8 @@ impl<'a> Window<'a> {
 
     /// Direct load/store access to `rank`'s window memory; `None` asks for the lowest rank
     /// whose size is not 0 (MPI_PROC_NULL). Allowed on shared, allocate and create windows; the
-    /// size is 0 where the memory is not directly reachable (another process's create memory).
+    /// size is 0 where the memory is not directly reachable (another process's create memory,
+    /// unless it was allocated by [`crate::Comm::alloc_mem`]).
     ///
     /// # MPI-4.1: 12.2.3 (MPI_WIN_SHARED_QUERY)
     pub fn shared_query(&self, rank: Option<usize>) -> Result<SharedRegion<'_>> {
@@ -128,12 +129,7 @@ impl<'a> Window<'a> {
             let mem = if rank == self.rank() {
                 Some(self.local.clone())
             } else {
-                match self.flavor {
-                    Flavor::Create => None,
-                    Flavor::Allocate | Flavor::Shared | Flavor::Dynamic => {
-                        self.shared[rank].clone()
-                    }
-                }
+                self.shared[rank].clone()
             };
             Ok(SharedRegion {
                 mem,

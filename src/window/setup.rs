@@ -13,6 +13,7 @@
 
 use super::dynamic::Attached;
 use super::{Extent, Flavor, Window};
+use crate::alloc;
 use crate::codec::{Dec, Enc};
 use crate::config::TransportChoice;
 use crate::error::in_call;
@@ -21,7 +22,7 @@ use crate::info::{Info, WinHints};
 use crate::protocol::epoch::Epochs;
 use crate::protocol::layout::{self, NodeLayout, Region};
 use crate::transport::net;
-use crate::transport::shm::{DataDesc, ShmKey, ShmTransport};
+use crate::transport::shm::{BlockDesc, DataDesc, ShmKey, ShmTransport};
 use crate::transport::{Attach, Caps, RemoteKey, Selection, Transport, select};
 use crate::wait::Peers;
 use crate::world::Comm;
@@ -252,6 +253,37 @@ fn node_segment(
     Ok(Arc::new(mapped?))
 }
 
+/// How the node's ranks reach memory lent to `create`: mapped, where it lies in a block of
+/// alloc_mem memory; by cross-memory attach otherwise.
+fn lent_desc(m: &Mem<'_>) -> DataDesc {
+    let pid = std::process::id();
+    match alloc::lookup(m.addr(), m.len()) {
+        Some((b, off)) => DataDesc::Block(BlockDesc {
+            pid,
+            fd: b.fd,
+            id: b.id,
+            block_len: b.len,
+            off,
+            len: m.len(),
+        }),
+        None => DataDesc::Process {
+            pid,
+            addr: m.addr(),
+            len: m.len(),
+        },
+    }
+}
+
+/// Map the alloc_mem memory that the other ranks of the node lent to the window (`None` for
+/// the others).
+fn map_blocks(me: usize, keys: &[Option<ShmKey>]) -> Result<Vec<Option<Mem<'static>>>> {
+    let map = |(rank, key): (usize, &Option<ShmKey>)| match key.as_ref().map(|k| &k.data) {
+        Some(DataDesc::Block(b)) if rank != me => b.map().map(Some),
+        _ => Ok(None),
+    };
+    keys.iter().enumerate().map(map).collect()
+}
+
 fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     let checked = check(&req, info);
     let mine = Enc::new()
@@ -306,11 +338,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         segment: name,
         ctrl: ctrl[at],
         data: match &req.user {
-            Some(m) => DataDesc::Process {
-                pid: std::process::id(),
-                addr: m.addr(),
-                len: m.len(),
-            },
+            Some(m) => lent_desc(m),
             None => DataDesc::Segment {
                 off: data[at],
                 len: req.size,
@@ -328,11 +356,16 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         })
         .collect::<Result<Vec<_>>>()?;
     let whole = Mem::from_segment(segment.clone());
-    let shared = keys
+    let mapped = comm.agree(
+        "mapping alloc_mem memory of the node",
+        map_blocks(me, &keys),
+    )?;
+    let shared: Vec<Option<Mem<'static>>> = keys
         .iter()
-        .map(|k| match k.as_ref().map(|k| &k.data) {
+        .zip(mapped)
+        .map(|(k, block)| match k.as_ref().map(|k| &k.data) {
             Some(DataDesc::Segment { off, len }) => whole.sub(*off, *len).ok(),
-            _ => None,
+            _ => block,
         })
         .collect();
     let local_mem = match &req.user {
@@ -359,7 +392,8 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         }
         false => None,
     };
-    let shm = ShmTransport::connect(me, &keys, &segment, req.user, &pids, peers.clone())?;
+    let user = req.user;
+    let shm = ShmTransport::connect(me, &keys, &segment, &shared, user, &pids, peers.clone())?;
     let others: Vec<Box<dyn Attach<'a> + 'a>> = net.into_iter().collect();
     let caps: Vec<&Caps> = std::iter::once(shm.caps())
         .chain(others.iter().map(|t| (t.as_ref() as &dyn Transport).caps()))

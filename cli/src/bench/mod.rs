@@ -237,6 +237,8 @@ pub enum Creation {
     Allocate,
     /// Window::create over memory the benchmark lends (MPI_Win_create).
     Create,
+    /// Window::create over memory from Comm::alloc_mem (MPI_Alloc_mem, MPI_Win_create).
+    AllocMem,
     /// Window::create_dynamic with the benchmark's memory attached (MPI_Win_create_dynamic,
     /// MPI_Win_attach); operations address the peer's memory by its address.
     Dynamic,
@@ -246,7 +248,7 @@ impl Creation {
     fn mpi_name(self) -> &'static str {
         match self {
             Creation::Allocate => "MPI_Win_allocate",
-            Creation::Create => "MPI_Win_create",
+            Creation::Create | Creation::AllocMem => "MPI_Win_create",
             Creation::Dynamic => "MPI_Win_create_dynamic",
         }
     }

@@ -182,6 +182,10 @@ pub(super) fn with_window<R>(
             let mut memory = vec![0u8; bytes];
             Window::create(world, &mut memory[..], 1, &info, |win| run(win, 0))?
         }
+        Creation::AllocMem => {
+            let mut memory = world.alloc_mem::<u8>(bytes, &info)?;
+            Window::create(world, &mut memory[..], 1, &info, |win| run(win, 0))?
+        }
         Creation::Dynamic => {
             // In words, so that the atomic tests' elements are aligned.
             let mut memory = vec![0u64; bytes.div_ceil(8)];

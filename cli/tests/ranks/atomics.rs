@@ -6,7 +6,6 @@
 
 use crate::util::*;
 use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, World};
-use std::time::Instant;
 
 /// Fetch-and-adds per rank (each is a round trip over the fabric).
 const ITERS: usize = 150;
@@ -301,19 +300,7 @@ fn busy_target(world: &World, flavor: Flavor, busy: Busy) -> Res {
             }
             win.unlock(0).ctx("unlock")?;
         } else {
-            let start = Instant::now();
-            win.lock(LockType::Exclusive, 1, Assert::NONE).ctx("lock")?;
-            win.put(&[41u64, 42], 1, 0).ctx("put")?;
-            win.flush(1).ctx("flush")?;
-            let mut back = [0u64; 2];
-            win.get(&mut back, 1, 0).ctx("get")?;
-            ensure_eq!(back, [41, 42], "get after put");
-            let old = win
-                .compare_and_swap(7u64, 41, 1, 0)
-                .ctx("compare_and_swap")?;
-            ensure_eq!(old, 41, "compare_and_swap old value");
-            win.unlock(1).ctx("unlock")?;
-            not_held_up(start, "lock/put/get/CAS/unlock")?;
+            beside_busy_target(win, 1, 0)?;
         }
         world.barrier().ctx("barrier")?;
         if me == 1 {

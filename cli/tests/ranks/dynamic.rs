@@ -8,7 +8,6 @@
 
 use crate::util::*;
 use onesided::{Address, Assert, ErrorClass, Flavor, Info, LockType, Op, Window, World};
-use std::time::Instant;
 
 /// Every rank's `mine`, as all ranks see them (rank order).
 fn exchange(world: &World, mine: &[Address]) -> Result<Vec<Vec<Address>>, String> {
@@ -146,19 +145,7 @@ pub fn target_computes(world: &World, _: Flavor) -> Res {
         if me == 1 {
             compute_for(BUSY_FOR);
         } else {
-            let start = Instant::now();
-            win.lock(LockType::Exclusive, 1, Assert::NONE).ctx("lock")?;
-            win.put(&[41u64, 42], 1, at.disp()).ctx("put")?;
-            let mut back = [0u64; 2];
-            win.get(&mut back, 1, at.disp()).ctx("get")?;
-            win.flush(1).ctx("flush")?;
-            ensure_eq!(back, [41, 42], "get after put");
-            let old = win
-                .compare_and_swap(7u64, 41, 1, at.disp())
-                .ctx("compare_and_swap")?;
-            win.unlock(1).ctx("unlock")?;
-            ensure_eq!(old, 41, "compare_and_swap old value");
-            not_held_up(start, "lock/put/get/CAS/unlock")?;
+            beside_busy_target(win, 1, at.disp())?;
         }
         world.barrier().ctx("barrier")
     })

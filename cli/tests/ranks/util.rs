@@ -1,6 +1,6 @@
 //! Helpers of the rank side: error context, expected-error checks, windows of every flavor.
 
-use onesided::{Comm, ErrorClass, Flavor, Info, Model, Window};
+use onesided::{Assert, Comm, ErrorClass, Flavor, Info, LockType, Model, Window};
 
 /// What a scenario returns on every rank: `Err` explains the first broken expectation.
 pub type Res = Result<(), String>;
@@ -168,6 +168,27 @@ pub fn not_held_up(start: std::time::Instant, what: &str) -> Res {
         "{what} took {took:?}: the origin waited for its busy target"
     );
     Ok(())
+}
+
+/// What an origin does while `target` computes or sleeps for [`BUSY_FOR`]: lock it
+/// exclusively, put `[41, 42]` at `disp`, flush, get them back, swap 41 for 7, unlock; all of
+/// it well before the target is back. The target's memory at `disp` holds `[7, 42]` after.
+pub fn beside_busy_target(win: &Window<'_>, target: usize, disp: usize) -> Res {
+    let start = std::time::Instant::now();
+    win.lock(LockType::Exclusive, target, Assert::NONE)
+        .ctx("lock")?;
+    win.put(&[41u64, 42], target, disp).ctx("put")?;
+    win.flush(target).ctx("flush")?;
+    let mut back = [0u64; 2];
+    win.get(&mut back, target, disp).ctx("get")?;
+    win.flush(target).ctx("flush")?;
+    ensure_eq!(back, [41, 42], "get after put");
+    let old = win
+        .compare_and_swap(7u64, 41, target, disp)
+        .ctx("compare_and_swap")?;
+    ensure_eq!(old, 41, "compare_and_swap old value");
+    win.unlock(target).ctx("unlock")?;
+    not_held_up(start, "lock/put/get/CAS/unlock")
 }
 
 /// Keep this CPU busy for `d` without a call into onesided (a target that computes).

@@ -17,6 +17,7 @@
 //! closed when it is detached; origins learn its key from the owner's attach table.
 
 mod key;
+pub(crate) mod prereg;
 mod resources;
 
 use super::{
@@ -106,17 +107,22 @@ fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> R
     let ep = &res.ep;
     let ctrl = ep.register(ctrl).map_err(fi_err)?;
     let (len, lead) = (data.len(), data.addr() as u64 % 8);
-    let data = if len == 0 {
+    let ahead = prereg::find(&res, data.addr(), len).filter(|_| len > 0);
+    let data = if len == 0 || ahead.is_some() {
         None
     } else {
         Some(ep.register(data).map_err(fi_err)?)
     };
+    if ahead.is_some() {
+        tracing::debug!(len, "window memory registered ahead by alloc_mem");
+    }
     let key = FabricKey {
         name: ep.name().map_err(fi_err)?,
         ctrl: ctrl.key().map_err(fi_err)?,
-        data: match &data {
-            Some(r) => r.key().map_err(fi_err)?,
-            None => fi::RegionKey::default(),
+        data: match (ahead, &data) {
+            (Some(k), _) => k,
+            (None, Some(r)) => r.key().map_err(fi_err)?,
+            (None, None) => fi::RegionKey::default(),
         },
         len,
         lead,
