@@ -10,7 +10,10 @@
 //!
 //! # MPI-4.1: 12.2.4 (MPI_WIN_CREATE_DYNAMIC, MPI_WIN_ATTACH), 12.3.5 (MPI_COMPARE_AND_SWAP)
 
+mod outcome;
+
 use onesided::{Address, Assert, Info, LockType, Pod, Window, World, Zeroable};
+use outcome::Res;
 use std::process::ExitCode;
 
 const NAME: &str = "linked_list";
@@ -19,8 +22,6 @@ const NIL: u64 = u64::MAX;
 /// Byte offsets of the next pointer's rank and address in an element.
 const NEXT_RANK: usize = 8;
 const NEXT_ADDR: usize = 16;
-
-type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 /// One list element: its value and the rank and address of the next element.
 #[derive(Clone, Copy, Pod)]
@@ -165,11 +166,5 @@ fn run() -> Res {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{NAME}: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    outcome::exit(NAME, run())
 }

@@ -35,6 +35,8 @@ mod fence;
 mod fuzz;
 #[path = "ranks/harness.rs"]
 mod harness;
+#[path = "ranks/noncontig.rs"]
+mod noncontig;
 #[path = "ranks/passive.rs"]
 mod passive;
 #[path = "ranks/pm.rs"]
@@ -308,6 +310,13 @@ static SCENARIOS: &[Scenario] = &[
     scenario("dynamic::put_get", dynamic::put_get, &[2, 3, 8]),
     scenario("dynamic::target_computes", dynamic::target_computes, &[2]),
     scenario("dynamic::errors", dynamic::errors, &[2, 3]),
+    flavored("noncontig::layouts", noncontig::layouts, &[2, 3]),
+    flavored(
+        "noncontig::target_computes",
+        noncontig::target_computes,
+        &[2],
+    ),
+    flavored("noncontig::errors", noncontig::errors, &[2]),
     flavored("requests::overlap", requests::overlap, &[2, 3]),
     flavored("requests::accumulate", requests::accumulate, &[3]),
     flavored("requests::errors", requests::errors, &[2]),
@@ -570,10 +579,11 @@ fn trials() -> Vec<Trial> {
                 trials.push(trial.with_ignored_flag(skip || missing.is_some()));
             }
             // The chapter's examples: the stencils with post/start/complete/wait, the
-            // semaphore, Peterson's lock (2 ranks) and the spinlock; and the linked list of a
-            // dynamic window.
-            let examples: [(&str, &[usize]); 6] = [
+            // semaphore, Peterson's lock (2 ranks) and the spinlock; the linked list of a
+            // dynamic window and the 2-D stencil of noncontiguous halos.
+            let examples: [(&str, &[usize]); 7] = [
                 ("linked_list", &[2, 8]),
+                ("stencil2d", &[1, 4, 9]),
                 ("example_12_17", &[3, 8]),
                 ("example_12_18", &[3, 8]),
                 ("example_12_20", &[3, 8]),

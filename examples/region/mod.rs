@@ -3,10 +3,10 @@
 //! end.
 
 use onesided::{Assert, Info, Window, World};
-use std::process::ExitCode;
 
-/// What an example's body returns: `Err` explains the first broken expectation.
-pub type Res = Result<(), Box<dyn std::error::Error>>;
+#[path = "../outcome/mod.rs"]
+mod outcome;
+pub use outcome::{Res, exit};
 
 /// The first argument as a count, or `default`.
 pub fn rounds(default: u64) -> u64 {
@@ -24,15 +24,4 @@ pub fn locked_window(world: &World, words: usize) -> onesided::Result<Window<'st
     world.barrier()?;
     win.lock_all(Assert::NONE)?;
     Ok(win)
-}
-
-/// The exit code of an example's body, printing its error after `NAME: `.
-pub fn exit(name: &str, run: Res) -> ExitCode {
-    match run {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{name}: {e}");
-            ExitCode::FAILURE
-        }
-    }
 }

@@ -4,6 +4,7 @@
 pub mod assert;
 pub mod attach;
 pub mod barrier;
+pub mod elements;
 pub mod epoch;
 pub mod layout;
 pub mod lockword;

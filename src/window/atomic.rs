@@ -148,7 +148,7 @@ impl Window<'_> {
     /// succeeded or may have changed memory before it failed (a call of several elements may
     /// have updated some), so that only a refused call leaves it as it was.
     #[inline]
-    fn record<R>(&self, count: usize, r: Result<R>) -> Result<R> {
+    pub(super) fn record<R>(&self, count: usize, r: Result<R>) -> Result<R> {
         if r.is_ok() || count > 1 {
             self.epochs.borrow_mut().issued();
         }

@@ -19,6 +19,7 @@ mod pscw;
 mod request;
 mod rma;
 mod setup;
+mod strided;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -27,6 +28,7 @@ pub use atomic::{AtomicElem, Op};
 pub use dynamic::Address;
 pub use local::SharedRegion;
 pub use request::Request;
+pub use strided::Layout;
 
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};

@@ -98,9 +98,10 @@ impl<'a> Window<'a> {
     ///
     /// The window cannot outlive the call, so the memory is never handed back while another rank
     /// may still write into it: the free at the end waits for every rank. If that cannot be
-    /// ensured (`body` panics, or a rank dies during the free), the process aborts instead of
-    /// returning the memory. Other ranks of the node reach the memory by cross-memory attach
-    /// (process_vm_writev / process_vm_readv); the owner reads and writes it through
+    /// ensured (`body` panics, or a rank dies during the free while another may still be
+    /// running), the process aborts instead of returning the memory. Other ranks of the node
+    /// reach the memory by cross-memory attach (process_vm_writev / process_vm_readv), or map
+    /// it where it came from [`Comm::alloc_mem`]; the owner reads and writes it through
     /// [`Window::read_local`] / [`Window::write_local`] inside `body`.
     ///
     /// # MPI-4.1: 12.2.1 (MPI_WIN_CREATE)
@@ -148,16 +149,21 @@ impl<'a> Window<'a> {
 }
 
 /// Run `body` on `win`, which holds memory lent by the caller, then free the window; abort
-/// if the memory cannot be handed back safely (see [`Window::create`]).
+/// if the memory cannot be handed back safely (see [`Window::create`]): unless every other
+/// rank is known to be gone (processes of this node that exited cannot write any more, and the
+/// window's NIC registrations close with it).
 fn lend<'a, R>(win: Window<'a>, body: impl FnOnce(&Window<'a>) -> R) -> Result<R> {
     let out = {
         let _guard = AbortOnUnwind;
         body(&win)
     };
     let freed = win.release();
-    if !freed.quiet {
+    let me = win.rank();
+    let alone = (0..win.size_of_group()).all(|r| r == me || win.peers.gone(r));
+    if !freed.quiet && !alone {
         abort_lent(&freed.result);
     }
+    drop(win);
     freed.result.map(|()| out)
 }
 

@@ -1,0 +1,287 @@
+//! Noncontiguous transfers: put, get and the accumulate family with an element [`Layout`] on
+//! the origin side and one on the target side (MPI's origin and target datatypes).
+//!
+//! Each call checks everything before anything moves: the layouts move as many elements
+//! (MPI_ERR_COUNT), the origin layout lies inside the origin buffer (MPI_ERR_COUNT), the whole
+//! extent of the target layout lies inside the target's memory from the displacement
+//! (MPI_ERR_RMA_RANGE), rank and epoch. The transfer then moves as one operation per run of
+//! the target layout (`crate::protocol::elements::target_runs`): the origin elements of a run
+//! are packed into one buffer first (a get reads the run into one and unpacks it) when they are
+//! not contiguous in the origin buffer. One operation per target run measured far faster than
+//! one per piece contiguous on both sides: over tcp;ofi_rxm a strided 64-element put took 26 us
+//! packed against 585 us in pieces, and over shared memory 0.12 us against 1.96 us. Over the
+//! fabric the operations of a call are all in flight together (gets and accumulates through the
+//! request forms) and complete before the call returns.
+//!
+//! # MPI-4.1: 12.3.1, 12.3.2, 12.3.4, 12.3.5 (origin and target datatypes)
+
+use super::Window;
+use super::atomic::{AtomicElem, accumulate_op};
+use crate::error::in_call;
+use crate::error::{Error, ErrorClass, Result};
+pub use crate::protocol::elements::Layout;
+use crate::protocol::elements::{Segment, pair, target_runs};
+use crate::protocol::reduce::Op;
+use crate::transport::{AccumulateMany, Space};
+use bytemuck::Pod;
+use std::borrow::Cow;
+
+/// Byte range of `len` elements of `size` bytes from element `at`.
+fn bytes(at: usize, len: usize, size: usize) -> std::ops::Range<usize> {
+    at * size..(at + len) * size
+}
+
+/// One operation of a transfer: a run contiguous at the target, at byte `at` of the target's
+/// space, and the origin segments it gathers (or scatters to), `len` elements in all.
+struct Piece<'s> {
+    at: usize,
+    segs: &'s [Segment],
+    len: usize,
+}
+
+/// The operations of `segments`, the target side starting at byte `off`.
+fn pieces(segments: &[Segment], off: usize, size: usize) -> Vec<Piece<'_>> {
+    target_runs(segments)
+        .into_iter()
+        .map(|segs| Piece {
+            at: off + segs[0].target * size,
+            segs,
+            len: segs.iter().map(|s| s.len).sum(),
+        })
+        .collect()
+}
+
+/// The origin bytes of `segs` in order: borrowed where they are one piece, packed otherwise.
+fn gather<'b>(src: &'b [u8], segs: &[Segment], size: usize) -> Cow<'b, [u8]> {
+    match segs {
+        [s] => Cow::Borrowed(&src[bytes(s.origin, s.len, size)]),
+        _ => {
+            let len = segs.iter().map(|s| s.len * size).sum();
+            let mut packed = Vec::with_capacity(len);
+            for s in segs {
+                packed.extend_from_slice(&src[bytes(s.origin, s.len, size)]);
+            }
+            Cow::Owned(packed)
+        }
+    }
+}
+
+/// Unpack `data` (the bytes of `segs` in order) into `dst`.
+fn scatter(dst: &mut [u8], segs: &[Segment], size: usize, data: &[u8]) {
+    let mut k = 0;
+    for s in segs {
+        let n = s.len * size;
+        dst[bytes(s.origin, s.len, size)].copy_from_slice(&data[k..k + n]);
+        k += n;
+    }
+}
+
+impl Window<'_> {
+    /// Check a transfer of `T` elements from `origin_len` origin elements laid out as `from`
+    /// to `target` at `disp` laid out as `to`, and enter the epoch; its segments and where the
+    /// target side starts.
+    fn strided<T>(
+        &self,
+        origin_len: usize,
+        from: &Layout,
+        target: usize,
+        disp: usize,
+        to: &Layout,
+    ) -> Result<(Vec<Segment>, Space, usize)> {
+        let segments = pair(from, to)?;
+        if from.extent() > origin_len {
+            return Err(Error::new(
+                ErrorClass::Count,
+                format!(
+                    "origin layout reaches element {} of a buffer of {origin_len}",
+                    from.extent()
+                ),
+            ));
+        }
+        let span = to
+            .extent()
+            .checked_mul(size_of::<T>())
+            .ok_or_else(|| Error::new(ErrorClass::Count, "target layout overflows"))?;
+        let (space, off) = self.place(target, disp, span, false)?;
+        Ok((segments, space, off))
+    }
+
+    /// Write the elements of `origin` that `from` selects into `target`'s window at
+    /// displacement `disp`, where `to` places them. Valid inside an access epoch covering
+    /// `target`.
+    ///
+    /// # MPI-4.1: 12.3.1 (MPI_PUT with derived datatypes)
+    pub fn put_layout<T: Pod>(
+        &self,
+        origin: &[T],
+        from: &Layout,
+        target: usize,
+        disp: usize,
+        to: &Layout,
+    ) -> Result<()> {
+        in_call(Some(self.rank()), "MPI_Put", || {
+            let (segments, space, off) = self.strided::<T>(origin.len(), from, target, disp, to)?;
+            let (src, size) = (bytemuck::cast_slice::<T, u8>(origin), size_of::<T>());
+            let route = self.route(target);
+            let pieces = pieces(&segments, off, size);
+            let moved = pieces
+                .iter()
+                .try_for_each(|p| route.put(target, space, p.at, &gather(src, p.segs, size)));
+            self.record(pieces.len(), moved)
+        })
+    }
+
+    /// Read the elements of `target`'s window at displacement `disp` that `from` selects into
+    /// the elements of `origin` that `into` places them at. Valid inside an access epoch
+    /// covering `target`.
+    ///
+    /// # MPI-4.1: 12.3.2 (MPI_GET with derived datatypes)
+    pub fn get_layout<T: Pod>(
+        &self,
+        origin: &mut [T],
+        into: &Layout,
+        target: usize,
+        disp: usize,
+        from: &Layout,
+    ) -> Result<()> {
+        in_call(Some(self.rank()), "MPI_Get", || {
+            let (segments, space, off) =
+                self.strided::<T>(origin.len(), into, target, disp, from)?;
+            let (dst, size) = (bytemuck::cast_slice_mut::<T, u8>(origin), size_of::<T>());
+            let route = self.route(target);
+            let pieces = pieces(&segments, off, size);
+            let read = (|| {
+                // A piece of one segment reads into the origin buffer, the others into a
+                // buffer of their own, unpacked when complete.
+                let mut started = Vec::with_capacity(pieces.len());
+                for p in &pieces {
+                    let (pending, own) = match p.segs {
+                        [s] => {
+                            let out = &mut dst[bytes(s.origin, s.len, size)];
+                            (route.start_get(target, space, p.at, out)?, None)
+                        }
+                        _ => {
+                            let mut buf = vec![0u8; p.len * size];
+                            (route.start_get(target, space, p.at, &mut buf)?, Some(buf))
+                        }
+                    };
+                    started.push((pending, own));
+                }
+                for ((pending, own), p) in started.into_iter().zip(&pieces) {
+                    match (own, p.segs) {
+                        (Some(mut buf), _) => {
+                            route.finish(pending, Some(&mut buf))?;
+                            scatter(dst, p.segs, size, &buf);
+                        }
+                        (None, [s, ..]) => {
+                            let out = &mut dst[bytes(s.origin, s.len, size)];
+                            route.finish(pending, Some(out))?;
+                        }
+                        (None, []) => route.finish(pending, None)?,
+                    }
+                }
+                Ok(())
+            })();
+            self.record(pieces.len(), read)
+        })
+    }
+
+    /// Combine the elements of `origin` that `from` selects with `op` into `target`'s window at
+    /// displacement `disp`, where `to` places them; each element atomically, as
+    /// [`Window::accumulate`].
+    ///
+    /// # MPI-4.1: 12.3.4 (MPI_ACCUMULATE with derived datatypes)
+    pub fn accumulate_layout<T: AtomicElem>(
+        &self,
+        origin: &[T],
+        from: &Layout,
+        target: usize,
+        disp: usize,
+        to: &Layout,
+        op: Op,
+    ) -> Result<()> {
+        self.accumulate_pieces(origin, from, None, target, disp, to, op)
+    }
+
+    /// Like [`Window::accumulate_layout`], and the target elements' previous values land in
+    /// `result`, in the order of `to` (contiguous, as many as `from` selects: MPI_ERR_COUNT).
+    ///
+    /// # MPI-4.1: 12.3.5 (MPI_GET_ACCUMULATE with derived datatypes)
+    #[allow(clippy::too_many_arguments)]
+    pub fn get_accumulate_layout<T: AtomicElem>(
+        &self,
+        origin: &[T],
+        from: &Layout,
+        result: &mut [T],
+        target: usize,
+        disp: usize,
+        to: &Layout,
+        op: Op,
+    ) -> Result<()> {
+        self.accumulate_pieces(origin, from, Some(result), target, disp, to, op)
+    }
+
+    /// The accumulates of both calls above, one per target run with packed operands; the old
+    /// values into `result` when given.
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_pieces<T: AtomicElem>(
+        &self,
+        origin: &[T],
+        from: &Layout,
+        result: Option<&mut [T]>,
+        target: usize,
+        disp: usize,
+        to: &Layout,
+        op: Op,
+    ) -> Result<()> {
+        let call = match result {
+            Some(_) => "MPI_Get_accumulate",
+            None => "MPI_Accumulate",
+        };
+        in_call(Some(self.rank()), call, || {
+            match &result {
+                Some(r) if r.len() != from.count() => {
+                    return Err(Error::new(
+                        ErrorClass::Count,
+                        format!(
+                            "{} elements move, room for {} results",
+                            from.count(),
+                            r.len()
+                        ),
+                    ));
+                }
+                Some(_) => op.check(T::ELEM)?,
+                None => accumulate_op::<T>(op)?,
+            }
+            let (segments, space, off) = self.strided::<T>(origin.len(), from, target, disp, to)?;
+            let route = self.atomic_route();
+            let (src, size) = (bytemuck::cast_slice::<T, u8>(origin), size_of::<T>());
+            let mut out = result.map(bytemuck::cast_slice_mut::<T, u8>);
+            let pieces = pieces(&segments, off, size);
+            let done = (|| {
+                let mut started = Vec::with_capacity(pieces.len());
+                let mut k = 0;
+                for p in &pieces {
+                    let operands = gather(src, p.segs, size);
+                    let acc = AccumulateMany {
+                        elem: T::ELEM,
+                        op,
+                        operands: &operands,
+                    };
+                    let fetched = out.as_deref_mut().map(|o| &mut o[bytes(k, p.len, size)]);
+                    started.push((
+                        route.start_accumulate(target, space, p.at, acc, fetched)?,
+                        k,
+                    ));
+                    k += p.len;
+                }
+                for ((pending, k), p) in started.into_iter().zip(&pieces) {
+                    let fetched = out.as_deref_mut().map(|o| &mut o[bytes(k, p.len, size)]);
+                    route.finish(pending, fetched)?;
+                }
+                Ok(())
+            })();
+            self.record(from.count(), done)
+        })
+    }
+}
