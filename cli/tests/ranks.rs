@@ -578,12 +578,21 @@ fn trials() -> Vec<Trial> {
                 );
                 trials.push(trial.with_ignored_flag(skip || missing.is_some()));
             }
-            // The chapter's examples: the stencils with post/start/complete/wait, the
-            // semaphore, Peterson's lock (2 ranks) and the spinlock; the linked list of a
-            // dynamic window and the 2-D stencil of noncontiguous halos.
-            let examples: [(&str, &[usize]); 7] = [
+            // The chapter's examples (gather and scatter by get and accumulate, the stencils
+            // with post/start/complete/wait, the checkerboard, the semaphore, Peterson's lock,
+            // the spinlock, load/store with sync, pipelined requests, the linked list), MPICH's
+            // linked list and the 2-D stencil of noncontiguous halos.
+            let examples: [(&str, &[usize]); 15] = [
                 ("linked_list", &[2, 8]),
+                ("example_12_16", &[3, 8]),
                 ("stencil2d", &[1, 4, 9]),
+                ("example_12_1", &[3]),
+                ("example_12_2", &[3]),
+                ("example_12_3", &[4]),
+                ("example_12_19", &[3, 8]),
+                ("example_12_23", &[2]),
+                ("example_12_24", &[3]),
+                ("example_12_25", &[2, 8]),
                 ("example_12_17", &[3, 8]),
                 ("example_12_18", &[3, 8]),
                 ("example_12_20", &[3, 8]),
