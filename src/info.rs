@@ -68,7 +68,58 @@ impl Info {
     }
 }
 
-/// The window info keys onesided acts on, parsed once at creation.
+/// Which orderings of accumulates from one origin to the same target location a window keeps
+/// (info key `accumulate_ordering`): bit 0 read-after-read, 1 read-after-write, 2
+/// write-after-read, 3 write-after-write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AccOrdering(u8);
+
+const ORDERINGS: [&str; 4] = ["rar", "raw", "war", "waw"];
+
+impl AccOrdering {
+    /// MPI's default: every ordering.
+    pub(crate) const ALL: AccOrdering = AccOrdering(0b1111);
+
+    fn parse(v: &str) -> Result<AccOrdering> {
+        if v.trim() == "none" {
+            return Ok(AccOrdering(0));
+        }
+        let mut bits = 0u8;
+        for word in v.split(',').map(str::trim) {
+            let bit = ORDERINGS.iter().position(|o| *o == word).ok_or_else(|| {
+                Error::new(
+                    ErrorClass::Info,
+                    format!(
+                        "info key accumulate_ordering takes none or a list of rar, raw, war, waw, not {v:?}"
+                    ),
+                )
+            })?;
+            bits |= 1 << bit;
+        }
+        Ok(AccOrdering(bits))
+    }
+
+    fn text(self) -> String {
+        let on: Vec<&str> = (0..4)
+            .filter(|b| self.0 & 1 << b != 0)
+            .map(|b| ORDERINGS[b])
+            .collect();
+        match on.is_empty() {
+            true => "none".to_owned(),
+            false => on.join(","),
+        }
+    }
+
+    /// Whether an accumulate that fetches nothing may be left in flight, completed by the next
+    /// flush: when no later read or write of the same location must wait for it (neither
+    /// read-after-write nor write-after-write asked for).
+    pub(crate) fn writes_may_overtake(self) -> bool {
+        self.0 & 0b1010 == 0
+    }
+}
+
+/// The window info keys onesided acts on, parsed at creation (the accumulate keys also by
+/// `Window::set_info`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WinHints {
     pub no_locks: bool,
@@ -77,16 +128,60 @@ pub(crate) struct WinHints {
     pub same_disp_unit: bool,
     /// `mpi_minimum_memory_alignment`: the alignment asked for this rank's memory (1: none).
     pub alignment: usize,
+    pub ordering: AccOrdering,
+    /// `accumulate_ops` is `same_op` (not `same_op_no_op`).
+    pub same_op: bool,
+    /// `mpi_accumulate_granularity` in bytes (0: none asked for).
+    pub granularity: usize,
 }
 
 impl WinHints {
     pub(crate) fn parse(info: &Info) -> Result<WinHints> {
-        Ok(WinHints {
+        let defaults = WinHints {
             no_locks: info.flag("no_locks", false)?,
             noncontig: info.flag("alloc_shared_noncontig", false)?,
             same_size: info.flag("same_size", false)?,
             same_disp_unit: info.flag("same_disp_unit", false)?,
             alignment: info.alignment()?,
+            ordering: AccOrdering::ALL,
+            same_op: false,
+            granularity: 0,
+        };
+        defaults.update(info)
+    }
+
+    /// These hints with the accumulate keys of `info` applied (the keys `Window::set_info`
+    /// changes); MPI_ERR_INFO for a value they do not take.
+    pub(crate) fn update(self, info: &Info) -> Result<WinHints> {
+        let ordering = match info.get("accumulate_ordering") {
+            Some(v) => AccOrdering::parse(v)?,
+            None => self.ordering,
+        };
+        let same_op = match info.get("accumulate_ops") {
+            None => self.same_op,
+            Some("same_op") => true,
+            Some("same_op_no_op") => false,
+            Some(v) => {
+                return Err(Error::new(
+                    ErrorClass::Info,
+                    format!("info key accumulate_ops takes same_op or same_op_no_op, not {v:?}"),
+                ));
+            }
+        };
+        let granularity = match info.get("mpi_accumulate_granularity") {
+            None => self.granularity,
+            Some(v) => v.trim().parse().map_err(|_| {
+                Error::new(
+                    ErrorClass::Info,
+                    format!("info key mpi_accumulate_granularity takes a byte count, not {v:?}"),
+                )
+            })?,
+        };
+        Ok(WinHints {
+            ordering,
+            same_op,
+            granularity,
+            ..self
         })
     }
 
@@ -101,13 +196,17 @@ impl WinHints {
             ),
             false => Info::new(),
         };
+        let ops = match self.same_op {
+            true => "same_op",
+            false => "same_op_no_op",
+        };
         info.set("no_locks", b(self.no_locks))
             .set("alloc_shared_noncontig", b(self.noncontig))
             .set("same_size", b(self.same_size))
             .set("same_disp_unit", b(self.same_disp_unit))
-            .set("accumulate_ordering", "rar,raw,war,waw")
-            .set("accumulate_ops", "same_op_no_op")
-            .set("mpi_accumulate_granularity", "0")
+            .set("accumulate_ordering", &self.ordering.text())
+            .set("accumulate_ops", ops)
+            .set("mpi_accumulate_granularity", &self.granularity.to_string())
     }
 }
 
@@ -123,6 +222,50 @@ mod tests {
         assert_eq!(e.class(), ErrorClass::Info);
         assert_eq!(h.to_info(false).get("no_locks"), Some("true"));
         assert_eq!(h.to_info(false).get("mpi_minimum_memory_alignment"), None);
+    }
+
+    #[test]
+    fn accumulate_keys_parse_update_and_report() {
+        let h = WinHints::parse(&Info::new()).unwrap();
+        assert_eq!(h.ordering, AccOrdering::ALL);
+        assert!(!h.ordering.writes_may_overtake());
+        let i = h.to_info(false);
+        assert_eq!(i.get("accumulate_ordering"), Some("rar,raw,war,waw"));
+        assert_eq!(i.get("accumulate_ops"), Some("same_op_no_op"));
+        let h = h
+            .update(
+                &Info::new()
+                    .set("accumulate_ordering", "none")
+                    .set("accumulate_ops", "same_op"),
+            )
+            .unwrap();
+        assert!(h.ordering.writes_may_overtake() && h.same_op);
+        assert_eq!(h.to_info(false).get("accumulate_ordering"), Some("none"));
+        let h = h
+            .update(&Info::new().set("accumulate_ordering", "war, rar"))
+            .unwrap();
+        assert!(h.ordering.writes_may_overtake());
+        assert_eq!(h.to_info(false).get("accumulate_ordering"), Some("rar,war"));
+        let h = h
+            .update(&Info::new().set("accumulate_ordering", "waw"))
+            .unwrap();
+        assert!(!h.ordering.writes_may_overtake());
+        let h = h
+            .update(&Info::new().set("mpi_accumulate_granularity", "64"))
+            .unwrap();
+        assert_eq!(
+            h.to_info(false).get("mpi_accumulate_granularity"),
+            Some("64")
+        );
+        for (k, v) in [
+            ("accumulate_ordering", "rar,sometimes"),
+            ("accumulate_ordering", ""),
+            ("accumulate_ops", "any"),
+            ("mpi_accumulate_granularity", "-1"),
+        ] {
+            let e = h.update(&Info::new().set(k, v)).unwrap_err();
+            assert_eq!(e.class(), ErrorClass::Info, "{k}={v:?}");
+        }
     }
 
     #[test]

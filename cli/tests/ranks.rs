@@ -35,6 +35,8 @@ mod fence;
 mod fuzz;
 #[path = "ranks/harness.rs"]
 mod harness;
+#[path = "ranks/hints.rs"]
+mod hints;
 #[path = "ranks/noncontig.rs"]
 mod noncontig;
 #[path = "ranks/passive.rs"]
@@ -310,6 +312,16 @@ static SCENARIOS: &[Scenario] = &[
     scenario("dynamic::put_get", dynamic::put_get, &[2, 3, 8]),
     scenario("dynamic::target_computes", dynamic::target_computes, &[2]),
     scenario("dynamic::errors", dynamic::errors, &[2, 3]),
+    flavored(
+        "hints::accumulate_ordering",
+        hints::accumulate_ordering,
+        &[2, 4],
+    ),
+    flavored(
+        "hints::same_extents_and_bad_values",
+        hints::same_extents_and_bad_values,
+        &[2],
+    ),
     flavored("noncontig::layouts", noncontig::layouts, &[2, 3]),
     flavored(
         "noncontig::target_computes",

@@ -139,9 +139,19 @@ impl Window<'_> {
         if origin.is_empty() {
             return Ok(());
         }
-        let fetched = fetched.map(bytemuck::cast_slice_mut);
-        self.atomic_route()
-            .accumulate_many(target, space, off, many(op, origin), fetched)
+        let route = self.atomic_route();
+        let acc = many(op, origin);
+        match fetched {
+            // Nothing to wait for where no later access must find it done (accumulate_ordering):
+            // left in flight, completed by the next flush (`Window::set_info`).
+            None if self.hints.get().ordering.writes_may_overtake() => route
+                .start_accumulate(target, space, off, acc, None)
+                .map(drop),
+            fetched => {
+                let fetched = fetched.map(bytemuck::cast_slice_mut);
+                route.accumulate_many(target, space, off, acc, fetched)
+            }
+        }
     }
 
     /// The outcome `r` of a call of `count` elements: the epoch records the call if it

@@ -77,7 +77,8 @@ pub(crate) struct Extent {
 pub struct Window<'a> {
     comm: Comm,
     flavor: Flavor,
-    hints: WinHints,
+    /// The info hints in effect (the accumulate ones change with `set_info`).
+    hints: Cell<WinHints>,
     extents: Vec<Extent>,
     /// The ranks' liveness, for waits on them.
     peers: Peers,
@@ -234,7 +235,28 @@ impl<'a> Window<'a> {
 
     /// Every supported info key with its value in use. # MPI-4.1: 12.2.7 (MPI_WIN_GET_INFO)
     pub fn info(&self) -> Info {
-        self.hints.to_info(self.flavor != Flavor::Create)
+        self.hints.get().to_info(self.flavor != Flavor::Create)
+    }
+
+    /// Change the hints that may change while the window lives: `accumulate_ordering` (with
+    /// `none`, or without `raw` and `waw`, an accumulate that fetches nothing returns before
+    /// it completes at the target, and the next flush, unlock or fence completes it),
+    /// `accumulate_ops` and `mpi_accumulate_granularity`. The other keys are fixed at
+    /// creation, and values given for them here are ignored, as MPI allows; [`Window::info`]
+    /// reports what is in effect. MPI_ERR_INFO for a value a key does not take. Asking for
+    /// ordered writes again first completes the accumulates left in flight.
+    ///
+    /// # MPI-4.1: 12.2.7 (MPI_WIN_SET_INFO)
+    pub fn set_info(&self, info: &Info) -> Result<()> {
+        in_call(Some(self.rank()), "MPI_Win_set_info", || {
+            let old = self.hints.get();
+            let new = old.update(info)?;
+            if old.ordering.writes_may_overtake() && !new.ordering.writes_may_overtake() {
+                self.transports().try_for_each(|t| t.flush_all())?;
+            }
+            self.hints.set(new);
+            Ok(())
+        })
     }
 
     /// Set the window's name. # MPI-4.1: 12.2.6 (MPI_WIN_SET_NAME)

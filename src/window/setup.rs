@@ -292,16 +292,32 @@ fn map_blocks(me: usize, keys: &[Option<ShmKey>]) -> Result<Vec<Option<Mem<'stat
 
 fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     let checked = check(&req, info);
-    let mine = Enc::new()
-        .u64(req.size as u64)
-        .u64(req.disp_unit as u64)
-        .u64(checked.as_ref().map_or(1, |h| h.alignment) as u64)
-        .finish();
+    let align = checked.as_ref().map_or(1, |h| h.alignment);
+    // A rank that asserts same_size and same_disp_unit sends nothing: its extent is everyone's.
+    let same = checked
+        .as_ref()
+        .is_ok_and(|h| h.same_size && h.same_disp_unit);
+    let mine = match same {
+        true => Vec::new(),
+        false => Enc::new()
+            .u64(req.size as u64)
+            .u64(req.disp_unit as u64)
+            .u64(align as u64)
+            .finish(),
+    };
     let all = comm.agree_gather("window creation", checked.as_ref().map(|_| &mine[..]));
     let hints = checked?;
     let mut extents = Vec::with_capacity(comm.size());
     let mut aligns = Vec::with_capacity(comm.size());
     for bytes in all? {
+        if bytes.is_empty() {
+            extents.push(Extent {
+                size: req.size,
+                disp_unit: req.disp_unit,
+            });
+            aligns.push(align);
+            continue;
+        }
         let mut d = Dec::new(&bytes);
         extents.push(Extent {
             size: d.usize()?,
@@ -431,7 +447,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     Ok(Window {
         comm: comm.clone(),
         flavor: req.flavor,
-        hints,
+        hints: Cell::new(hints),
         atomics,
         others,
         routes: data,

@@ -275,6 +275,10 @@ impl Window<'_> {
                     ));
                     k += p.len;
                 }
+                // Nothing fetched and no ordering asked for: left in flight (`Window::set_info`).
+                if out.is_none() && self.hints.get().ordering.writes_may_overtake() {
+                    return Ok(());
+                }
                 for ((pending, k), p) in started.into_iter().zip(&pieces) {
                     let fetched = out.as_deref_mut().map(|o| &mut o[bytes(k, p.len, size)]);
                     route.finish(pending, fetched)?;

@@ -168,7 +168,7 @@ impl Window<'_> {
 
     fn lockable(&self, assert: Assert, call: &str) -> Result<()> {
         assert.check(assert::LOCK, call)?;
-        if self.hints.no_locks {
+        if self.hints.get().no_locks {
             return Err(Error::new(
                 ErrorClass::RmaSync,
                 format!("{call} on a window created with info no_locks=true"),

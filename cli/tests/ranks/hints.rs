@@ -1,0 +1,126 @@
+//! Window info hints in effect on every transport and flavor: `accumulate_ordering=none` leaves
+//! accumulates in flight and the next flush still completes every one of them exactly (and
+//! `set_info` can ask for ordering again), `accumulate_ops` and `mpi_accumulate_granularity`
+//! are reported as set, `same_size` with `same_disp_unit` skip the exchange of extents and the
+//! range checks still hold, and values a key does not take fail with MPI_ERR_INFO.
+//!
+//! # MPI-4.1: 12.2.7 (window info), 12.7.1 (accumulate ordering)
+
+use crate::util::*;
+use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Window, World};
+
+/// Accumulates each rank adds to each counter per round.
+const ADDS: u64 = 50;
+
+/// Every rank adds 1 to a counter of every rank `ADDS` times under lock_all with
+/// `accumulate_ordering=none`, flushes and checks after a barrier that every add arrived; then
+/// asks for ordering again with `set_info` and repeats, with REPLACE and a fetch of the value
+/// it just wrote.
+pub fn accumulate_ordering(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let info = Info::new()
+        .set("accumulate_ordering", "none")
+        .set("accumulate_ops", "same_op")
+        .set("mpi_accumulate_granularity", "8");
+    with_window(world, flavor, 16, 8, &info, |win| {
+        let got = win.info();
+        ensure_eq!(
+            got.get("accumulate_ordering"),
+            Some("none"),
+            "ordering in effect"
+        );
+        ensure_eq!(got.get("accumulate_ops"), Some("same_op"), "ops in effect");
+        ensure_eq!(
+            got.get("mpi_accumulate_granularity"),
+            Some("8"),
+            "granularity"
+        );
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        for _ in 0..ADDS {
+            for t in 0..n {
+                win.accumulate(&[1u64], t, 0, Op::Sum).ctx("accumulate")?;
+            }
+        }
+        win.flush_all().ctx("flush_all")?;
+        world.barrier().ctx("barrier")?;
+        let mut count = [0u64];
+        win.get_accumulate(&[0u64], &mut count, me, 0, Op::NoOp)
+            .ctx("get_accumulate")?;
+        ensure_eq!(count[0], ADDS * n as u64, "adds that arrived at rank {me}");
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+
+        win.set_info(&Info::new().set("accumulate_ordering", "rar,raw,war,waw"))
+            .ctx("set_info")?;
+        ensure_eq!(
+            win.info().get("accumulate_ordering"),
+            Some("rar,raw,war,waw"),
+            "ordering after set_info"
+        );
+        let right = (me + 1) % n;
+        win.lock(LockType::Exclusive, right, Assert::NONE)
+            .ctx("lock")?;
+        for v in 1..=ADDS {
+            win.accumulate(&[v], right, 1, Op::Replace)
+                .ctx("accumulate")?;
+            let mut seen = [0u64];
+            win.get_accumulate(&[0u64], &mut seen, right, 1, Op::NoOp)
+                .ctx("get_accumulate")?;
+            ensure_eq!(seen[0], v, "read after write, ordered");
+        }
+        win.unlock(right).ctx("unlock")?;
+        world.barrier().ctx("barrier")
+    })
+}
+
+/// `same_size` and `same_disp_unit`: the last element of a neighbour is reachable and one past
+/// it is not; values the accumulate keys do not take fail at creation on every rank, and at
+/// `set_info`, which changes nothing then.
+pub fn same_extents_and_bad_values(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let right = (me + 1) % n;
+    let same = Info::new()
+        .set("same_size", "true")
+        .set("same_disp_unit", "true");
+    with_window(world, flavor, 32, 8, &same, |win| {
+        win.fence(Assert::NONE).ctx("fence")?;
+        win.put(&[me as u64 + 1], right, 3)
+            .ctx("put at the last element")?;
+        expect_class(
+            win.put(&[0u64], right, 4),
+            ErrorClass::RmaRange,
+            "put one past the last element",
+        )?;
+        win.fence(Assert::NONE).ctx("fence")?;
+        let left = (me + n - 1) % n;
+        ensure_eq!(
+            local_u64(win, 4)?,
+            [0, 0, 0, left as u64 + 1],
+            "memory after the fence"
+        );
+        expect_class(
+            win.set_info(&Info::new().set("accumulate_ordering", "sometimes")),
+            ErrorClass::Info,
+            "set_info with a bad ordering",
+        )?;
+        ensure_eq!(
+            win.info().get("accumulate_ordering"),
+            Some("rar,raw,war,waw"),
+            "ordering after a refused set_info"
+        );
+        Ok(())
+    })?;
+    for (key, value) in [
+        ("accumulate_ordering", "rar,wow"),
+        ("accumulate_ops", "different_ops"),
+        ("mpi_accumulate_granularity", "lots"),
+    ] {
+        let info = Info::new().set(key, value);
+        expect_class(
+            Window::allocate(world, 8, 8, &info).map(drop),
+            ErrorClass::Info,
+            &format!("window with {key}={value}"),
+        )?;
+    }
+    Ok(())
+}
