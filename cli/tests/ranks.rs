@@ -317,6 +317,7 @@ static SCENARIOS: &[Scenario] = &[
         hints::accumulate_ordering,
         &[2, 4],
     ),
+    flavored("hints::target_computes", hints::target_computes, &[2]),
     flavored(
         "hints::same_extents_and_bad_values",
         hints::same_extents_and_bad_values,

@@ -124,3 +124,32 @@ pub fn same_extents_and_bad_values(world: &World, flavor: Flavor) -> Res {
     }
     Ok(())
 }
+
+/// Rank 1 computes while rank 0, under `accumulate_ordering=none`, adds to its counter `ADDS`
+/// times with accumulates left in flight, flushes, reads the count and unlocks: the count is
+/// exact and rank 0 does not wait for the computation.
+pub fn target_computes(world: &World, flavor: Flavor) -> Res {
+    let me = world.rank();
+    ensure!(world.size() == 2, "laid out for 2 ranks");
+    let info = Info::new().set("accumulate_ordering", "none");
+    with_window(world, flavor, 8, 8, &info, |win| {
+        world.barrier().ctx("barrier")?;
+        if me == 1 {
+            compute_for(BUSY_FOR);
+        } else {
+            let start = std::time::Instant::now();
+            win.lock(LockType::Exclusive, 1, Assert::NONE).ctx("lock")?;
+            for _ in 0..ADDS {
+                win.accumulate(&[1u64], 1, 0, Op::Sum).ctx("accumulate")?;
+            }
+            win.flush(1).ctx("flush")?;
+            let mut count = [0u64];
+            win.get_accumulate(&[0u64], &mut count, 1, 0, Op::NoOp)
+                .ctx("get_accumulate")?;
+            win.unlock(1).ctx("unlock")?;
+            ensure_eq!(count[0], ADDS, "adds that arrived");
+            not_held_up(start, "lock/accumulates/flush/unlock")?;
+        }
+        world.barrier().ctx("barrier")
+    })
+}
