@@ -58,7 +58,8 @@ pub(crate) fn lookup(addr: usize, len: usize) -> Option<(Published, usize)> {
 }
 
 /// Memory allocated by [`Comm::alloc_mem`]: `len` elements of `T`, zero-filled, that deref to
-/// a slice; freed on drop (MPI_FREE_MEM).
+/// a slice; freed on drop (MPI_FREE_MEM). Like the world it came from, it stays on the thread
+/// that allocated it (its NIC registration is that thread's).
 #[derive(Debug)]
 pub struct AllocMem<T: Pod> {
     /// The NIC's registration, where windows use the fabric (closed before the block goes).
@@ -66,6 +67,7 @@ pub struct AllocMem<T: Pod> {
     block: Block,
     len: usize,
     _elem: PhantomData<T>,
+    _thread: PhantomData<std::rc::Rc<()>>,
 }
 
 impl Comm {
@@ -100,6 +102,7 @@ impl Comm {
                 block,
                 len,
                 _elem: PhantomData,
+                _thread: PhantomData,
             })
         })
     }
