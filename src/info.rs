@@ -131,7 +131,8 @@ pub(crate) struct WinHints {
     pub ordering: AccOrdering,
     /// `accumulate_ops` is `same_op` (not `same_op_no_op`).
     pub same_op: bool,
-    /// `mpi_accumulate_granularity` in bytes (0: none asked for).
+    /// `mpi_accumulate_granularity` in bytes (0: none asked for): how much the emulated
+    /// accumulate path updates per hold of the target's accumulate lock.
     pub granularity: usize,
 }
 

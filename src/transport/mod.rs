@@ -89,6 +89,9 @@ pub struct AccumulateMany<'a> {
     pub op: Op,
     /// The origin elements' bytes (little-endian, `elem.size()` each).
     pub operands: &'a [u8],
+    /// Bytes the emulated path updates per hold of the target's accumulate lock, rounded up
+    /// to whole elements (the window's `mpi_accumulate_granularity`; 0: the whole call).
+    pub granularity: usize,
 }
 
 impl AccumulateMany<'_> {
@@ -386,8 +389,9 @@ pub(crate) fn locked_accumulate(
     Ok(bits(&old))
 }
 
-/// Many elements' accumulates emulated under `target`'s accumulate lock word, taken once for
-/// the call (see [`locked`]); the old bytes land in `fetched` when given.
+/// Many elements' accumulates emulated under `target`'s accumulate lock word, taken once per
+/// `acc.granularity` bytes (once for the call where that is 0; see [`locked`]); the old bytes
+/// land in `fetched` when given.
 pub(crate) fn locked_accumulate_many(
     t: &dyn Transport,
     watch: &dyn Fn() -> Result<()>,
@@ -395,16 +399,28 @@ pub(crate) fn locked_accumulate_many(
     space: Space,
     offset: usize,
     acc: AccumulateMany<'_>,
-    fetched: Option<&mut [u8]>,
+    mut fetched: Option<&mut [u8]>,
 ) -> Result<()> {
-    let size = acc.elem.size();
-    let old = locked(t, watch, target, space, offset, acc.operands.len(), |b| {
-        for (i, e) in b.chunks_exact_mut(size).enumerate() {
-            e.copy_from_slice(&acc.element(i).next(bits(e)).to_le_bytes()[..size]);
+    let (size, len) = (acc.elem.size(), acc.operands.len());
+    let chunk = match acc.granularity {
+        0 => len,
+        g => g.div_ceil(size) * size,
+    }
+    .max(size);
+    for start in (0..len).step_by(chunk) {
+        let end = (start + chunk).min(len);
+        let part = AccumulateMany {
+            operands: &acc.operands[start..end],
+            ..acc
+        };
+        let old = locked(t, watch, target, space, offset + start, end - start, |b| {
+            for (i, e) in b.chunks_exact_mut(size).enumerate() {
+                e.copy_from_slice(&part.element(i).next(bits(e)).to_le_bytes()[..size]);
+            }
+        })?;
+        if let Some(f) = fetched.as_deref_mut() {
+            f[start..end].copy_from_slice(&old);
         }
-    })?;
-    if let Some(f) = fetched {
-        f.copy_from_slice(&old);
     }
     Ok(())
 }

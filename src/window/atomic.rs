@@ -87,16 +87,18 @@ pub(super) fn fetch_args<T: AtomicElem>(origin: &[T], result: &[T], op: Op) -> R
     op.check(T::ELEM)
 }
 
-/// The accumulates of `origin`'s elements with `op`, for a transport.
-pub(super) fn many<T: AtomicElem>(op: Op, origin: &[T]) -> AccumulateMany<'_> {
-    AccumulateMany {
-        elem: T::ELEM,
-        op,
-        operands: bytemuck::cast_slice(origin),
-    }
-}
-
 impl Window<'_> {
+    /// The accumulates of `origin`'s elements with `op`, for a transport, at this window's
+    /// accumulate granularity.
+    pub(super) fn many<'o, T: AtomicElem>(&self, op: Op, origin: &'o [T]) -> AccumulateMany<'o> {
+        AccumulateMany {
+            elem: T::ELEM,
+            op,
+            operands: bytemuck::cast_slice(origin),
+            granularity: self.hints.get().granularity,
+        }
+    }
+
     /// Check everything about `count` elements of `T` at `disp` of `target`; where they are.
     fn atomic_range<T: AtomicElem>(
         &self,
@@ -140,7 +142,7 @@ impl Window<'_> {
             return Ok(());
         }
         let route = self.atomic_route();
-        let acc = many(op, origin);
+        let acc = self.many(op, origin);
         match fetched {
             // Nothing to wait for where no later access must find it done (accumulate_ordering):
             // left in flight, completed by the next flush (`Window::set_info`).

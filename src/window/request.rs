@@ -22,7 +22,7 @@
 //! # MPI-4.1: 12.3.5 (request-based RMA communication operations)
 
 use super::Window;
-use super::atomic::{AtomicElem, accumulate_op, elem_bytes, fetch_args, many};
+use super::atomic::{AtomicElem, accumulate_op, elem_bytes, fetch_args};
 use crate::error::Result;
 use crate::error::in_call;
 use crate::protocol::reduce::Op;
@@ -203,7 +203,7 @@ impl Window<'_> {
             accumulate_op::<T>(op)?;
             let (space, off) = self.request_range(target, disp, elem_bytes::<T>(origin.len())?)?;
             let t = self.atomic_route();
-            let started = t.start_accumulate(target, space, off, many(op, origin), None);
+            let started = t.start_accumulate(target, space, off, self.many(op, origin), None);
             self.request(t, started, None)
         })
     }
@@ -226,7 +226,8 @@ impl Window<'_> {
             let (space, off) = self.request_range(target, disp, elem_bytes::<T>(origin.len())?)?;
             let out: &mut [u8] = bytemuck::cast_slice_mut(result);
             let t = self.atomic_route();
-            let started = t.start_accumulate(target, space, off, many(op, origin), Some(&mut *out));
+            let started =
+                t.start_accumulate(target, space, off, self.many(op, origin), Some(&mut *out));
             self.request(t, started, Some(out))
         })
     }

@@ -264,9 +264,8 @@ impl Window<'_> {
                 for p in &pieces {
                     let operands = gather(src, p.segs, size);
                     let acc = AccumulateMany {
-                        elem: T::ELEM,
-                        op,
                         operands: &operands,
+                        ..self.many::<T>(op, &[])
                     };
                     let fetched = out.as_deref_mut().map(|o| &mut o[bytes(k, p.len, size)]);
                     started.push((

@@ -11,9 +11,12 @@ use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Window, World};
 
 /// Accumulates each rank adds to each counter per round.
 const ADDS: u64 = 50;
+/// Elements of the vector every rank adds to every rank.
+const VECTOR: usize = 16;
 
 /// Every rank adds 1 to a counter of every rank `ADDS` times under lock_all with
-/// `accumulate_ordering=none`, flushes and checks after a barrier that every add arrived; then
+/// `accumulate_ordering=none`, and a vector of ones to a vector of every rank with
+/// `mpi_accumulate_granularity=8`, flushes and checks after a barrier that every add arrived; then
 /// asks for ordering again with `set_info` and repeats, with REPLACE and a fetch of the value
 /// it just wrote.
 pub fn accumulate_ordering(world: &World, flavor: Flavor) -> Res {
@@ -22,7 +25,7 @@ pub fn accumulate_ordering(world: &World, flavor: Flavor) -> Res {
         .set("accumulate_ordering", "none")
         .set("accumulate_ops", "same_op")
         .set("mpi_accumulate_granularity", "8");
-    with_window(world, flavor, 16, 8, &info, |win| {
+    with_window(world, flavor, 8 * (2 + VECTOR), 8, &info, |win| {
         let got = win.info();
         ensure_eq!(
             got.get("accumulate_ordering"),
@@ -41,12 +44,22 @@ pub fn accumulate_ordering(world: &World, flavor: Flavor) -> Res {
                 win.accumulate(&[1u64], t, 0, Op::Sum).ctx("accumulate")?;
             }
         }
+        // A vector: with granularity 8, one element per hold of the lock where accumulates
+        // are emulated (create memory over shared memory).
+        for t in 0..n {
+            win.accumulate(&[1u64; VECTOR], t, 2, Op::Sum)
+                .ctx("accumulate of a vector")?;
+        }
         win.flush_all().ctx("flush_all")?;
         world.barrier().ctx("barrier")?;
         let mut count = [0u64];
         win.get_accumulate(&[0u64], &mut count, me, 0, Op::NoOp)
             .ctx("get_accumulate")?;
         ensure_eq!(count[0], ADDS * n as u64, "adds that arrived at rank {me}");
+        let mut vector = [0u64; VECTOR];
+        win.get_accumulate(&[0u64; VECTOR], &mut vector, me, 2, Op::NoOp)
+            .ctx("get_accumulate of the vector")?;
+        ensure_eq!(vector, [n as u64; VECTOR], "vector adds at rank {me}");
         win.unlock_all().ctx("unlock_all")?;
         world.barrier().ctx("barrier")?;
 

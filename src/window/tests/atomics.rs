@@ -163,10 +163,20 @@ fn unaligned_accumulates_are_atomic() {
 
 /// Calls of 4096 elements from every rank into rank 0, f64 at an aligned displacement (CPU
 /// atomics element by element) and i64 at an unaligned one (the accumulate lock, once per
-/// call): the sums are exact, and get_accumulate hands each rank the previous values of its
-/// own turn on every element.
+/// call, or once per 104 bytes with `mpi_accumulate_granularity=100`, the last piece shorter):
+/// the sums are exact, and get_accumulate hands each rank the previous values of its own turn
+/// on every element.
 #[test]
 fn vector_accumulates_combine_exactly() {
+    for info in [
+        Info::new(),
+        Info::new().set("mpi_accumulate_granularity", "100"),
+    ] {
+        vector_accumulates(&info);
+    }
+}
+
+fn vector_accumulates(info: &Info) {
     const LEN: usize = 4096;
     const CALLS: usize = 3;
     let unaligned = 8 * LEN + 4;
@@ -175,7 +185,7 @@ fn vector_accumulates_combine_exactly() {
     let want_f = |i: usize, turns: usize| (N * CALLS) as f64 * f[i] + turns as f64;
     let want_v = |i: usize, turns: usize| (N * CALLS) as i64 * v[i] + turns as i64;
     let fetched = inproc::run(N, |world| {
-        let win = window(&world, Flavor::Allocate, 16 * LEN + 8, 1, &Info::new()).unwrap();
+        let win = window(&world, Flavor::Allocate, 16 * LEN + 8, 1, info).unwrap();
         win.lock_all(Assert::NONE).unwrap();
         for _ in 0..CALLS {
             win.accumulate(&f, 0, 0, Op::Sum).unwrap();
