@@ -22,7 +22,7 @@
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::info::Info;
-use crate::protocol::layout::PAGE;
+use crate::protocol::layout::{PAGE, offset_in};
 use crate::transport::net;
 use crate::world::Comm;
 use bytemuck::Pod;
@@ -51,9 +51,12 @@ fn blocks() -> std::sync::MutexGuard<'static, Vec<Published>> {
 
 /// The live block holding the `len` bytes at `addr`, and their offset in it.
 pub(crate) fn lookup(addr: usize, len: usize) -> Option<(Published, usize)> {
+    if len == 0 {
+        return None;
+    }
     blocks().iter().find_map(|b| {
-        let off = addr.checked_sub(b.addr)?;
-        (off.checked_add(len)? <= b.len && len > 0).then_some((*b, off))
+        let off = offset_in(b.addr as u64, b.len as u64, addr as u64, len as u64)?;
+        Some((*b, off as usize))
     })
 }
 

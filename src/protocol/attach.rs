@@ -50,9 +50,7 @@ pub struct Entry {
 impl Entry {
     /// The offset into the region of `len` bytes at address `addr`, if they lie inside it.
     pub fn offset_of(&self, addr: u64, len: usize) -> Option<usize> {
-        let off = addr.checked_sub(self.addr)?;
-        let end = off.checked_add(len as u64)?;
-        (end <= self.len).then_some(off as usize)
+        layout::offset_in(self.addr, self.len, addr, len as u64).map(|off| off as usize)
     }
 
     /// The check word of a used slot holding this entry: never 0 (0 marks a free slot).
@@ -99,12 +97,21 @@ pub struct View {
     pub entries: Vec<Entry>,
 }
 
+/// The entry of `entries` holding `len` bytes at `addr`, and their offset in it.
+fn find_in<'e>(
+    entries: impl IntoIterator<Item = &'e Entry>,
+    addr: u64,
+    len: usize,
+) -> Option<(Entry, usize)> {
+    entries
+        .into_iter()
+        .find_map(|e| e.offset_of(addr, len).map(|off| (*e, off)))
+}
+
 impl View {
     /// The region holding `len` bytes at `addr`, and their offset in it.
     pub fn find(&self, addr: u64, len: usize) -> Option<(Entry, usize)> {
-        self.entries
-            .iter()
-            .find_map(|e| e.offset_of(addr, len).map(|off| (*e, off)))
+        find_in(&self.entries, addr, len)
     }
 }
 
@@ -182,10 +189,7 @@ impl Slots {
 
     /// The region holding `len` bytes at `addr` (the owner's own accesses), and their offset.
     pub fn find(&self, addr: u64, len: usize) -> Option<(Entry, usize)> {
-        self.used
-            .iter()
-            .flatten()
-            .find_map(|e| e.offset_of(addr, len).map(|off| (*e, off)))
+        find_in(self.used.iter().flatten(), addr, len)
     }
 }
 

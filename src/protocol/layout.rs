@@ -77,6 +77,13 @@ pub fn rings_doorbell(offset: usize) -> bool {
     (BARRIER..=COMPLETES).contains(&offset) || offset >= POSTS
 }
 
+/// The offset of the `len` bytes at `addr` in the region of `size` bytes at `start`, where
+/// they lie inside it (attached memory, alloc_mem blocks, their NIC registrations).
+pub fn offset_in(start: u64, size: u64, addr: u64, len: u64) -> Option<u64> {
+    let off = addr.checked_sub(start)?;
+    (off.checked_add(len)? <= size).then_some(off)
+}
+
 /// Round `n` up to a multiple of `align` (a power of two).
 pub fn align_up(n: usize, align: usize) -> Option<usize> {
     Some(n.checked_add(align - 1)? & !(align - 1))
@@ -231,6 +238,15 @@ mod tests {
             },
         ];
         assert!(node_layout(&huge, 2, true, false).is_none());
+    }
+
+    #[test]
+    fn ranges_inside_a_region() {
+        assert_eq!(offset_in(100, 50, 100, 50), Some(0));
+        assert_eq!(offset_in(100, 50, 140, 10), Some(40));
+        assert_eq!(offset_in(100, 50, 141, 10), None);
+        assert_eq!(offset_in(100, 50, 99, 1), None);
+        assert_eq!(offset_in(0, u64::MAX, u64::MAX, 2), None);
     }
 
     #[test]

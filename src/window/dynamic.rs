@@ -147,11 +147,16 @@ impl<'a> Window<'a> {
         self.others.iter().for_each(|t| t.detach(addr));
     }
 
+    /// Where the attach table is in every control block of this window.
+    fn attach_table(&self) -> usize {
+        attach::table_offset(self.comm.size())
+    }
+
     /// Write slot `slot` of this rank's attach table (`None`: clear it), check word last when
     /// writing and first when clearing, then bump the table's generation.
     fn publish(&self, slot: usize, entry: Option<&Entry>) -> Result<()> {
         let ctrl = self.shm.control(self.rank())?;
-        let table = attach::table_offset(self.comm.size());
+        let table = self.attach_table();
         let (at, check_at) = attach::slot_offset(slot);
         let check = ctrl.atomic_u64(table + check_at)?;
         match entry {
@@ -184,7 +189,7 @@ impl<'a> Window<'a> {
             && (route.caps().load_store || *checked != opened)
         {
             let mut word = [0u8; 8];
-            let table = attach::table_offset(self.comm.size());
+            let table = self.attach_table();
             route.get(target, Space::Control, table, &mut word)?;
             if u64::from_le_bytes(word) == v.generation {
                 *checked = opened;
@@ -204,7 +209,7 @@ impl<'a> Window<'a> {
 
     /// Read `target`'s attach table, again while a slot changes under the read.
     fn read_table(&self, route: &dyn Transport, target: usize) -> Result<View> {
-        let table = attach::table_offset(self.comm.size());
+        let table = self.attach_table();
         let mut bytes = vec![0u8; attach::TABLE_LEN];
         wait::retry(&|| self.peers.all_alive(), || {
             route.get(target, Space::Control, table, &mut bytes)?;

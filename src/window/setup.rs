@@ -159,8 +159,8 @@ fn lend<'a, R>(win: Window<'a>, body: impl FnOnce(&Window<'a>) -> R) -> Result<R
     };
     let freed = win.release();
     let me = win.rank();
-    let alone = (0..win.size_of_group()).all(|r| r == me || win.peers.gone(r));
-    if !freed.quiet && !alone {
+    let alone = || (0..win.size_of_group()).all(|r| r == me || win.peers.gone(r));
+    if !freed.quiet && !alone() {
         abort_lent(&freed.result);
     }
     drop(win);

@@ -298,8 +298,15 @@ pub fn classes(world: &World, flavor: Flavor) -> Res {
         )?;
     }
 
-    // INFO: a non-boolean value of a boolean key, on one rank or on all.
-    for (key, value) in [("alloc_shared_noncontig", "yes"), ("no_locks", "1")] {
+    // INFO: a value a key does not take (a non-boolean value of a boolean key, an unknown
+    // ordering or ops value, a granularity that is no byte count), on one rank or on all.
+    for (key, value) in [
+        ("alloc_shared_noncontig", "yes"),
+        ("no_locks", "1"),
+        ("accumulate_ordering", "rar,wow"),
+        ("accumulate_ops", "different_ops"),
+        ("mpi_accumulate_granularity", "lots"),
+    ] {
         for everywhere in [false, true] {
             let info = if everywhere || me == 0 {
                 Info::new().set(key, value)

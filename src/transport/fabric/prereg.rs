@@ -7,6 +7,7 @@ use super::fi_err;
 use super::resources::{Resources, resources};
 use crate::config::FabricConfig;
 use crate::error::Result;
+use crate::protocol::layout::offset_in;
 use onesided_fabric as fi;
 use onesided_shm::Mem;
 use std::cell::RefCell;
@@ -62,10 +63,9 @@ impl Drop for Prereg {
 pub(super) fn find(res: &Rc<Resources>, addr: usize, len: usize) -> Option<fi::RegionKey> {
     KNOWN.with(|k| {
         k.borrow().iter().find_map(|r| {
-            let off = addr.checked_sub(r.addr)?;
-            let fits = off.checked_add(len)? <= r.len;
-            (fits && !r.key.raw && std::ptr::eq(r.res, Rc::as_ptr(res))).then(|| fi::RegionKey {
-                base: r.key.base + off as u64,
+            let off = offset_in(r.addr as u64, r.len as u64, addr as u64, len as u64)?;
+            (!r.key.raw && std::ptr::eq(r.res, Rc::as_ptr(res))).then(|| fi::RegionKey {
+                base: r.key.base + off,
                 ..r.key.clone()
             })
         })
