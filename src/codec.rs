@@ -68,6 +68,11 @@ impl<'a> Dec<'a> {
     pub(crate) fn str(&mut self) -> Result<String> {
         String::from_utf8(self.bytes()?.to_vec()).map_err(|_| short())
     }
+
+    /// Whether everything has been read.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 #[cfg(test)]

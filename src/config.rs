@@ -11,7 +11,7 @@
 //! | `ONESIDED_TRANSPORT` | `auto` (default), `fabric` | shared memory inside a node and the fabric between nodes, or the fabric for every target (one machine then runs the network path) |
 //! | `ONESIDED_FABRIC_PROVIDER`, else `FI_PROVIDER` | a libfabric provider (`tcp`, `shm`, `verbs`, ...) | unset: the first libfabric offers |
 //! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands (to run the strict paths on a lenient provider) |
-//! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software` | NIC atomics where the provider runs every accumulate of a type natively, or the emulation for all |
+//! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software`, `verbs` | NIC atomics for each (type, operation) the provider runs natively, as `accumulate_ops` allows; the emulation for all; or the NIC for only what RDMA verbs runs (64-bit fetch-add, read, compare-and-swap) |
 //! | `ONESIDED_PM` | `onesided`, `pmix`, `pmi`, `singleton` | the process manager; unset: detected (see [`ProcessManager`]) |
 //! | `ONESIDED_FAILURE_TIMEOUT` | seconds, 1 to 3600 (default 10) | how long a rank on another node may be silent (its host gone without closing its connections) before waits on it end with MPI_ERR_PROC_FAILED; a process that dies is noticed at once |
 
@@ -103,16 +103,24 @@ impl Named for MrMode {
 /// Where the fabric runs accumulates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum Atomics {
-    /// On the NIC for element types whose every operation the provider runs natively.
+    /// On the NIC for each (element type, operation) the provider runs natively, as the
+    /// window's `accumulate_ops` allows (`crate::protocol::native`).
     #[default]
     Auto,
     /// Every accumulate through the software emulation.
     Software,
+    /// On the NIC only for what RDMA verbs hardware runs (64-bit integer fetch-add, atomic
+    /// read, compare-and-swap) where the provider runs it, the rest emulated: a provider that
+    /// runs everything then takes the paths it would take on InfiniBand.
+    Verbs,
 }
 
 impl Named for Atomics {
-    const NAMES: &'static [(&'static str, Atomics)] =
-        &[("auto", Atomics::Auto), ("software", Atomics::Software)];
+    const NAMES: &'static [(&'static str, Atomics)] = &[
+        ("auto", Atomics::Auto),
+        ("software", Atomics::Software),
+        ("verbs", Atomics::Verbs),
+    ];
 }
 
 /// The process manager a rank joins its job through.

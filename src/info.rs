@@ -118,6 +118,20 @@ impl AccOrdering {
     }
 }
 
+/// `accumulate_ops` of `info`: whether `same_op`, `None` where absent; MPI_ERR_INFO for a value
+/// it does not take.
+fn same_op(info: &Info) -> Result<Option<bool>> {
+    match info.get("accumulate_ops") {
+        None => Ok(None),
+        Some("same_op") => Ok(Some(true)),
+        Some("same_op_no_op") => Ok(Some(false)),
+        Some(v) => Err(Error::new(
+            ErrorClass::Info,
+            format!("info key accumulate_ops takes same_op or same_op_no_op, not {v:?}"),
+        )),
+    }
+}
+
 /// The window info keys onesided acts on, parsed at creation (the accumulate keys also by
 /// `Window::set_info`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +143,8 @@ pub(crate) struct WinHints {
     /// `mpi_minimum_memory_alignment`: the alignment asked for this rank's memory (1: none).
     pub alignment: usize,
     pub ordering: AccOrdering,
-    /// `accumulate_ops` is `same_op` (not `same_op_no_op`).
+    /// `accumulate_ops` is `same_op` (not `same_op_no_op`): fixed at creation, where it takes
+    /// effect only if every rank asks for it.
     pub same_op: bool,
     /// `mpi_accumulate_granularity` in bytes (0: none asked for): how much the emulated
     /// accumulate path updates per hold of the target's accumulate lock.
@@ -145,30 +160,21 @@ impl WinHints {
             same_disp_unit: info.flag("same_disp_unit", false)?,
             alignment: info.alignment()?,
             ordering: AccOrdering::ALL,
-            same_op: false,
+            same_op: same_op(info)?.unwrap_or(false),
             granularity: 0,
         };
         defaults.update(info)
     }
 
     /// These hints with the accumulate keys of `info` applied (the keys `Window::set_info`
-    /// changes); MPI_ERR_INFO for a value they do not take.
+    /// changes: `accumulate_ops` is checked but stays as created); MPI_ERR_INFO for a value
+    /// they do not take.
     pub(crate) fn update(self, info: &Info) -> Result<WinHints> {
         let ordering = match info.get("accumulate_ordering") {
             Some(v) => AccOrdering::parse(v)?,
             None => self.ordering,
         };
-        let same_op = match info.get("accumulate_ops") {
-            None => self.same_op,
-            Some("same_op") => true,
-            Some("same_op_no_op") => false,
-            Some(v) => {
-                return Err(Error::new(
-                    ErrorClass::Info,
-                    format!("info key accumulate_ops takes same_op or same_op_no_op, not {v:?}"),
-                ));
-            }
-        };
+        same_op(info)?;
         let granularity = match info.get("mpi_accumulate_granularity") {
             None => self.granularity,
             Some(v) => v.trim().parse().map_err(|_| {
@@ -180,7 +186,6 @@ impl WinHints {
         };
         Ok(WinHints {
             ordering,
-            same_op,
             granularity,
             ..self
         })
@@ -240,8 +245,13 @@ mod tests {
                     .set("accumulate_ops", "same_op"),
             )
             .unwrap();
-        assert!(h.ordering.writes_may_overtake() && h.same_op);
+        assert!(
+            h.ordering.writes_may_overtake() && !h.same_op,
+            "ops fixed at creation"
+        );
         assert_eq!(h.to_info(false).get("accumulate_ordering"), Some("none"));
+        let created = Info::new().set("accumulate_ops", "same_op");
+        assert!(WinHints::parse(&created).unwrap().same_op);
         let h = h
             .update(&Info::new().set("accumulate_ordering", "war, rar"))
             .unwrap();

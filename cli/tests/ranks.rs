@@ -122,12 +122,12 @@ static OVERS: &[Over] = &[
         fabric: true,
     },
     Over {
-        name: "fabric_tcp_verbs_mr_soft_atomics",
+        name: "fabric_tcp_verbs",
         env: &[
             ("ONESIDED_TRANSPORT", "fabric"),
             ("FI_PROVIDER", "tcp"),
             ("ONESIDED_MR_MODE", "verbs"),
-            ("ONESIDED_FABRIC_ATOMICS", "software"),
+            ("ONESIDED_FABRIC_ATOMICS", "verbs"),
         ],
         fabric: true,
     },
@@ -312,12 +312,14 @@ static SCENARIOS: &[Scenario] = &[
     scenario("dynamic::put_get", dynamic::put_get, &[2, 3, 8]),
     scenario("dynamic::target_computes", dynamic::target_computes, &[2]),
     scenario("dynamic::errors", dynamic::errors, &[2, 3]),
+    scenario("dynamic::lock_all_is_lazy", dynamic::lock_all_is_lazy, &[3]),
     flavored(
         "hints::accumulate_ordering",
         hints::accumulate_ordering,
         &[2, 4],
     ),
     flavored("hints::target_computes", hints::target_computes, &[2]),
+    flavored("hints::accumulate_ops", hints::accumulate_ops, &[2, 4]),
     flavored(
         "hints::same_extents_and_bad_values",
         hints::same_extents_and_bad_values,

@@ -58,6 +58,8 @@ pub struct Endpoint {
     pub(crate) inject: usize,
     pub(crate) delivery: u64,
     pub(crate) max_msg: usize,
+    /// Most remote ranges one operation reaches.
+    pub(crate) rma_iov: usize,
     /// The peers inserted so far, by address name.
     peers: RefCell<HashMap<Vec<u8>, Peer>>,
     /// Rounds a waiter polls back to back before it backs off.
@@ -166,6 +168,7 @@ impl Endpoint {
                 0
             },
             max_msg: p.max_msg_size().max(1),
+            rma_iov: p.rma_iov_limit(),
             core,
             progress: Progress {
                 stop,
@@ -185,6 +188,11 @@ impl Endpoint {
     /// The largest transfer one operation moves.
     pub fn max_msg_size(&self) -> usize {
         self.max_msg
+    }
+
+    /// Most remote ranges one operation reaches (the provider's `rma_iov_limit`).
+    pub fn rma_iov_limit(&self) -> usize {
+        self.rma_iov
     }
 
     /// Whether a non-fetching atomic (`fi_atomic`) has read its operands when it completes, so

@@ -269,6 +269,12 @@ impl Provider {
         unsafe { (*self.get().tx_attr).inject_size }
     }
 
+    /// Most remote ranges one RMA operation reaches (`tx_attr->rma_iov_limit`; at least 1).
+    pub fn rma_iov_limit(&self) -> usize {
+        // SAFETY: as in `inject_size`.
+        unsafe { (*self.get().tx_attr).rma_iov_limit }.max(1)
+    }
+
     /// Largest single message (and RMA transfer).
     pub fn max_msg_size(&self) -> usize {
         // SAFETY: ep_attr of an fi_info from fi_getinfo is a valid pointer.

@@ -49,6 +49,8 @@ mod region;
 #[cfg(have_libfabric)]
 mod request;
 #[cfg(have_libfabric)]
+mod runs;
+#[cfg(have_libfabric)]
 mod stage;
 #[cfg(have_libfabric)]
 mod track;

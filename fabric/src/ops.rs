@@ -21,6 +21,15 @@ const OPERAND: usize = 0;
 const COMPARE: usize = 64;
 const RESULT: usize = 128;
 
+/// Which way an RMA operation moves data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Way {
+    /// From the peer.
+    Read,
+    /// To the peer; `inject`: copied by the provider and counted only (no slot).
+    Write { inject: bool },
+}
+
 /// Where in a peer's memory an operation goes.
 #[derive(Debug, Clone, Copy)]
 pub struct Remote {
@@ -38,6 +47,15 @@ impl Remote {
             addr: self.addr + offset as u64,
             ..self
         }
+    }
+}
+
+/// The remote range of `len` bytes at `at`.
+pub(crate) fn range(at: Remote, len: usize) -> sys::fi_rma_iov {
+    sys::fi_rma_iov {
+        addr: at.addr,
+        len,
+        key: at.key,
     }
 }
 
@@ -187,46 +205,15 @@ impl Endpoint {
         &self,
         buf: usize,
         len: usize,
-        mut desc: *mut libc::c_void,
+        desc: *mut libc::c_void,
         to: Remote,
         keep: Option<Staged>,
         inject: bool,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Option<Slot>, FiError> {
-        let mut iov = libc::iovec {
-            iov_base: buf as *mut libc::c_void,
-            iov_len: len,
-        };
-        let mut rma = sys::fi_rma_iov {
-            addr: to.addr,
-            len,
-            key: to.key,
-        };
-        let flags = if inject { sys::FI_INJECT as u64 } else { 0 } | self.delivery;
-        let slot = !inject;
-        // SAFETY: the endpoint is open; `buf` is valid for `len` bytes until the call returns
-        // (FI_INJECT copies it), or is kept by the slot, or the caller waits for the slot
-        // before releasing it; `msg` and what it points to live across the call.
-        self.post(
-            "fi_writemsg",
-            to.peer,
-            slot,
-            keep,
-            keep_waiting,
-            |ctx| unsafe {
-                let msg = sys::fi_msg_rma {
-                    msg_iov: (&raw mut iov).cast(),
-                    desc: &mut desc,
-                    iov_count: 1,
-                    addr: to.peer.addr,
-                    rma_iov: &mut rma,
-                    rma_iov_count: 1,
-                    context: ctx,
-                    data: 0,
-                };
-                sys::fi_writemsg(self.core.ep, &msg, flags | sys::FI_COMPLETION as u64)
-            },
-        )
+        let mut rma = [range(to, len)];
+        let way = Way::Write { inject };
+        self.rma_msg(way, buf, len, desc, to.peer, &mut rma, keep, keep_waiting)
     }
 
     /// Post one read of `len` bytes into `buf`, with a slot of its own keeping `keep`.
@@ -239,28 +226,68 @@ impl Endpoint {
         keep: Option<Staged>,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Slot, FiError> {
-        // SAFETY: the endpoint is open; `buf` is writable for `len` bytes and is kept by the
-        // slot, or the caller waits for the slot before using or releasing it.
-        let slot = self.post(
-            "fi_read",
+        let mut rma = [range(from, len)];
+        self.rma_msg(
+            Way::Read,
+            buf,
+            len,
+            desc,
             from.peer,
-            true,
+            &mut rma,
             keep,
             keep_waiting,
-            |ctx| unsafe {
-                sys::fi_read(
-                    self.core.ep,
-                    buf as *mut libc::c_void,
-                    len,
-                    desc,
-                    from.peer.addr,
-                    from.addr,
-                    from.key,
-                    ctx,
-                )
-            },
-        )?;
-        slot.ok_or_else(|| invalid("fi_read"))
+        )?
+        .ok_or_else(|| invalid("fi_readmsg"))
+    }
+
+    /// Post one operation moving the `len` bytes at `buf` to (or from) the remote ranges `rma`
+    /// of `peer` in turn (their lengths add up to `len`; at most the provider's
+    /// `rma_iov_limit` of them): a read, or a write injected (counted only) when asked, each
+    /// other operation with a slot of its own keeping `keep` until it settles.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn rma_msg(
+        &self,
+        way: Way,
+        buf: usize,
+        len: usize,
+        mut desc: *mut libc::c_void,
+        peer: Peer,
+        rma: &mut [sys::fi_rma_iov],
+        keep: Option<Staged>,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<Option<Slot>, FiError> {
+        let mut iov = libc::iovec {
+            iov_base: buf as *mut libc::c_void,
+            iov_len: len,
+        };
+        let done = sys::FI_COMPLETION as u64;
+        let (name, flags, slot) = match way {
+            Way::Read => ("fi_readmsg", done, true),
+            Way::Write { inject } => {
+                let copied = if inject { sys::FI_INJECT as u64 } else { 0 };
+                ("fi_writemsg", done | copied | self.delivery, !inject)
+            }
+        };
+        // SAFETY: the endpoint is open; `buf` is valid for `len` bytes (writable for a read)
+        // until the call returns (FI_INJECT copies it), or is kept by the slot, or the caller
+        // waits for the slot before using or releasing it; `msg` and what it points to live
+        // across the call.
+        self.post(name, peer, slot, keep, keep_waiting, |ctx| unsafe {
+            let msg = sys::fi_msg_rma {
+                msg_iov: (&raw mut iov).cast(),
+                desc: &mut desc,
+                iov_count: 1,
+                addr: peer.addr,
+                rma_iov: rma.as_mut_ptr(),
+                rma_iov_count: rma.len(),
+                context: ctx,
+                data: 0,
+            };
+            match way {
+                Way::Read => sys::fi_readmsg(self.core.ep, &msg, flags),
+                Way::Write { .. } => sys::fi_writemsg(self.core.ep, &msg, flags),
+            }
+        })
     }
 
     /// `op` on one `dtype` element at `to` with `operand` (its bytes); the old value's bytes

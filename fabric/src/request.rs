@@ -46,8 +46,15 @@ impl Drop for Ticket {
     }
 }
 
+impl Ticket {
+    /// Add an operation (nothing for one counted only).
+    pub(crate) fn push(&mut self, slot: Option<Slot>) {
+        self.slots.extend(slot);
+    }
+}
+
 impl Endpoint {
-    fn ticket(&self, slots: Vec<Slot>, staged: Option<Staged>, result: usize) -> Ticket {
+    pub(crate) fn ticket(&self, slots: Vec<Slot>, staged: Option<Staged>, result: usize) -> Ticket {
         Ticket {
             slots,
             staged,

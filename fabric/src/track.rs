@@ -26,7 +26,8 @@ enum State<K> {
         abandoned: bool,
     },
     Done(Option<K>),
-    Failed(Option<K>, String),
+    /// Failed, with the failure and the peer the operation went to.
+    Failed(Option<K>, String, u32),
 }
 
 #[derive(Debug, Default)]
@@ -121,7 +122,8 @@ impl<K> Track<K> {
     }
 
     /// The operation of `ctx` completed (`error: None`) or failed. Returns what its slot kept
-    /// when nobody will take it any more (the caller drops it).
+    /// when nobody will take it any more (the caller drops it); the failure of an operation
+    /// counted only or abandoned goes to the next flush of its peer.
     pub(crate) fn settle(&mut self, ctx: Context, error: Option<String>) -> Option<K> {
         let peer = self.peer(peer_of(ctx) as u32);
         peer.settled += 1;
@@ -138,12 +140,15 @@ impl<K> Track<K> {
                 abandoned: true,
             } => {
                 self.free.push(s as u32);
+                if let Some(e) = error {
+                    self.failed(peer_of(ctx) as u32, e);
+                }
                 keep
             }
             State::Pending { keep, .. } => {
                 *state = match error {
                     None => State::Done(keep),
-                    Some(e) => State::Failed(keep, e),
+                    Some(e) => State::Failed(keep, e, peer_of(ctx) as u32),
                 };
                 None
             }
@@ -174,7 +179,7 @@ impl<K> Track<K> {
         let state = self.slots.get_mut(slot.0 as usize)?;
         let out = match std::mem::replace(state, State::Free) {
             State::Done(keep) => (keep, None),
-            State::Failed(keep, e) => (keep, Some(e)),
+            State::Failed(keep, e, _) => (keep, Some(e)),
             other => {
                 *state = other;
                 return None;
@@ -193,13 +198,29 @@ impl<K> Track<K> {
     }
 
     /// Nobody will take `slot`'s outcome: free it now if settled (returning what it kept, for
-    /// the caller to drop), else when it settles.
+    /// the caller to drop), else when it settles. Its failure, if it fails, goes to the next
+    /// flush of its peer.
     pub(crate) fn abandon(&mut self, slot: Slot) -> Option<K> {
-        if let Some(State::Pending { abandoned, .. }) = self.slots.get_mut(slot.0 as usize) {
-            *abandoned = true;
-            return None;
+        match self.slots.get_mut(slot.0 as usize) {
+            Some(State::Pending { abandoned, .. }) => {
+                *abandoned = true;
+                return None;
+            }
+            Some(&mut State::Failed(_, ref e, peer)) => {
+                let e = e.clone();
+                self.failed(peer, e);
+            }
+            _ => {}
         }
         self.take(slot).and_then(|(keep, _)| keep)
+    }
+
+    /// Note `error` for the next flush of `peer`, unless an earlier failure waits there.
+    fn failed(&mut self, peer: u32, error: String) {
+        let p = self.peer(peer);
+        if p.error.is_none() {
+            p.error = Some(error);
+        }
     }
 
     /// Everything the slots of operations still in flight keep, taken out so that the caller
@@ -284,6 +305,20 @@ mod tests {
         let (_, sc) = t.issue(0, true, None);
         assert!(sc == sa || sc == sb, "a freed slot is used again");
         assert_eq!(t.slots.len(), 2);
+    }
+
+    #[test]
+    fn an_abandoned_failure_reaches_the_next_flush() {
+        let mut t: Track<()> = Track::default();
+        let (a, sa) = t.issue(1, true, None);
+        let (b, sb) = t.issue(1, true, None);
+        t.abandon(sa.unwrap());
+        t.settle(a, Some("in flight".into()));
+        assert_eq!(t.flushed(1), None, "b is in flight");
+        t.settle(b, Some("settled".into()));
+        t.abandon(sb.unwrap());
+        assert_eq!(t.flushed(1), Some(Err("in flight".into())));
+        assert_eq!(t.flushed(1), Some(Ok(())), "reported once");
     }
 
     #[test]

@@ -26,6 +26,19 @@ pub enum CmaError {
     Os(io::Error),
 }
 
+/// Where a transfer of runs `lens` bytes long stands after `moved` more bytes from `(run,
+/// bytes into it)`: past every run that is complete (empty ones included).
+fn advance(lens: &[usize], (mut i, mut done): (usize, usize), mut moved: usize) -> (usize, usize) {
+    while i < lens.len() && (moved > 0 || lens[i] == done) {
+        let step = moved.min(lens[i] - done);
+        (moved, done) = (moved - step, done + step);
+        if done == lens[i] {
+            (i, done) = (i + 1, 0);
+        }
+    }
+    (i, done)
+}
+
 /// The signature shared by `process_vm_readv` and `process_vm_writev`.
 type Syscall = unsafe extern "C" fn(
     libc::pid_t,
@@ -70,60 +83,107 @@ impl RemoteMem {
         }
     }
 
-    /// Move `len` bytes between local address `local` and remote address `at`, calling
-    /// `call` until all bytes moved (the kernel may move fewer per call).
-    fn transfer(
-        &self,
-        local: *mut u8,
-        at: usize,
-        len: usize,
-        call: Syscall,
-    ) -> Result<(), CmaError> {
-        let mut done = 0;
-        while done < len {
-            let l = libc::iovec {
-                // `done < len`, so the pointer stays inside the caller's slice.
-                iov_base: local.wrapping_add(done).cast(),
-                iov_len: len - done,
+    /// Move the bytes of `runs` (remote address, local address, length) between this process
+    /// and the remote one, as many runs per system call as the kernel takes (`IOV_MAX`),
+    /// calling `call` until all bytes moved (the kernel may move fewer per call).
+    fn transfer(&self, runs: &[(usize, *mut u8, usize)], call: Syscall) -> Result<(), CmaError> {
+        const IOV_MAX: usize = 1024;
+        // The next byte to move: run `i`, `done` bytes into it.
+        let lens: Vec<usize> = runs.iter().map(|r| r.2).collect();
+        // The next byte to move: run `i`, `done` bytes into it.
+        let (mut i, mut done) = advance(&lens, (0, 0), 0);
+        while i < runs.len() {
+            let batch = &runs[i..runs.len().min(i + IOV_MAX)];
+            let iovs = |remote: bool| -> Vec<libc::iovec> {
+                batch
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &(at, local, len))| {
+                        let skip = if j == 0 { done } else { 0 };
+                        libc::iovec {
+                            // `skip < len`, so the pointer stays inside the run.
+                            iov_base: match remote {
+                                true => (at + skip) as *mut libc::c_void,
+                                false => local.wrapping_add(skip).cast(),
+                            },
+                            iov_len: len - skip,
+                        }
+                    })
+                    .collect()
             };
-            let r = libc::iovec {
-                iov_base: (at + done) as *mut libc::c_void,
-                iov_len: len - done,
+            let (l, r) = (iovs(false), iovs(true));
+            // SAFETY: `l` describes the rest of live slices of the caller (readable for writes,
+            // exclusively borrowed for reads); the remote ranges belong to another process and
+            // are checked by the kernel, never dereferenced here.
+            let n = unsafe {
+                call(
+                    self.pid,
+                    l.as_ptr(),
+                    l.len() as _,
+                    r.as_ptr(),
+                    r.len() as _,
+                    0,
+                )
             };
-            // SAFETY: `l` describes the rest of a live slice of the caller (readable for writes,
-            // exclusively borrowed for reads); the remote range belongs to another process and
-            // is checked by the kernel, never dereferenced here.
-            let n = unsafe { call(self.pid, &l, 1, &r, 1, 0) };
             if n <= 0 {
                 return Err(CmaError::Os(io::Error::last_os_error()));
             }
-            done += n as usize;
+            (i, done) = advance(&lens, (i, done), n as usize);
         }
         Ok(())
     }
 
     /// Copy `src` to `offset` in the remote region.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), CmaError> {
-        let at = self.range(offset, src.len())?;
-        // process_vm_writev only reads the local buffer, so the cast to *mut is never written.
-        self.transfer(
-            src.as_ptr().cast_mut(),
-            at,
-            src.len(),
-            libc::process_vm_writev,
-        )
+        self.write_runs(&[(offset, src)])
+    }
+
+    /// Copy each `(offset, src)` of `pieces` to that offset in the remote region, with as few
+    /// system calls as the kernel allows; every range is checked before anything moves.
+    pub fn write_runs(&self, pieces: &[(usize, &[u8])]) -> Result<(), CmaError> {
+        let runs = pieces
+            .iter()
+            // process_vm_writev only reads the local buffer, so the cast to *mut is never written.
+            .map(|&(offset, src)| {
+                Ok((
+                    self.range(offset, src.len())?,
+                    src.as_ptr().cast_mut(),
+                    src.len(),
+                ))
+            })
+            .collect::<Result<Vec<_>, CmaError>>()?;
+        self.transfer(&runs, libc::process_vm_writev)
     }
 
     /// Copy from `offset` in the remote region into `dst`.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), CmaError> {
-        let at = self.range(offset, dst.len())?;
-        self.transfer(dst.as_mut_ptr(), at, dst.len(), libc::process_vm_readv)
+        self.read_runs(&mut [(offset, dst)])
+    }
+
+    /// Copy from each `(offset, dst)` of `runs` in the remote region into `dst`, as
+    /// [`RemoteMem::write_runs`].
+    pub fn read_runs(&self, runs: &mut [(usize, &mut [u8])]) -> Result<(), CmaError> {
+        let runs = runs
+            .iter_mut()
+            .map(|(offset, dst)| Ok((self.range(*offset, dst.len())?, dst.as_mut_ptr(), dst.len())))
+            .collect::<Result<Vec<_>, CmaError>>()?;
+        self.transfer(&runs, libc::process_vm_readv)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{CmaError, RemoteMem};
+    use super::{CmaError, RemoteMem, advance};
+
+    #[test]
+    fn a_partial_transfer_resumes_inside_its_run() {
+        let lens = [0, 4, 0, 8, 2];
+        assert_eq!(advance(&lens, (0, 0), 0), (1, 0), "empty runs are skipped");
+        assert_eq!(advance(&lens, (1, 0), 3), (1, 3));
+        assert_eq!(advance(&lens, (1, 3), 1), (3, 0), "through the empty run");
+        assert_eq!(advance(&lens, (3, 0), 9), (4, 1));
+        assert_eq!(advance(&lens, (4, 1), 1), (5, 0));
+    }
     use crate::OutOfRange;
 
     #[test]

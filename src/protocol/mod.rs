@@ -8,6 +8,7 @@ pub mod elements;
 pub mod epoch;
 pub mod layout;
 pub mod lockword;
+pub mod native;
 pub mod passive;
 pub mod pscw;
 pub mod reduce;

@@ -41,6 +41,7 @@ use crate::error::{Error, ErrorClass, Result};
 pub use crate::protocol::attach::Entry;
 use crate::protocol::layout;
 pub use crate::protocol::lockword::Amo;
+pub use crate::protocol::native::{Kind, NativeOps, Path};
 use crate::protocol::reduce::{Elem, Op, combine};
 use onesided_shm::Mem;
 pub(crate) use select::{Selection, select};
@@ -57,6 +58,16 @@ pub enum AccOp {
     },
 }
 
+impl AccOp {
+    /// What decides its path ([`NativeOps::path`]).
+    pub fn kind(self) -> Kind {
+        match self {
+            AccOp::Apply(op) => Kind::Apply(op),
+            AccOp::CompareSwap { .. } => Kind::CompareSwap,
+        }
+    }
+}
+
 /// An atomic read-modify-write of one element of window memory: the accumulate family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Accumulate {
@@ -66,6 +77,9 @@ pub struct Accumulate {
     pub op: AccOp,
     /// The origin value's bits, in the low bytes.
     pub operand: u64,
+    /// The window's `accumulate_ops` is `same_op`: no MPI_NO_OP meets other operations on an
+    /// element ([`NativeOps::path`]).
+    pub same_op: bool,
 }
 
 impl Accumulate {
@@ -92,6 +106,8 @@ pub struct AccumulateMany<'a> {
     /// Bytes the emulated path updates per hold of the target's accumulate lock, rounded up
     /// to whole elements (the window's `mpi_accumulate_granularity`; 0: the whole call).
     pub granularity: usize,
+    /// As [`Accumulate::same_op`].
+    pub same_op: bool,
 }
 
 impl AccumulateMany<'_> {
@@ -124,6 +140,7 @@ impl AccumulateMany<'_> {
             elem: self.elem,
             op: AccOp::Apply(self.op),
             operand: bits(&self.operands[i * size..(i + 1) * size]),
+            same_op: self.same_op,
         }
     }
 }
@@ -182,10 +199,11 @@ pub struct Caps {
     /// Local buffers must be registered (`FI_MR_LOCAL`): small transfers are copied through a
     /// registered buffer, large ones register the caller's memory.
     pub local_mr: bool,
-    /// Element types whose accumulates run natively, as CPU or NIC atomics, on every rank (bit
-    /// `Elem::index()`), wherever the element allows it (aligned; in memory the transport maps,
-    /// for shared memory); the others are emulated under the target's accumulate lock.
-    pub native_atomics: u64,
+    /// The (element type, operation) pairs whose accumulates run natively, as CPU or NIC
+    /// atomics, on every rank, wherever the element allows it (aligned; in memory the transport
+    /// maps, for shared memory); the others are emulated under the target's accumulate lock,
+    /// as the window's `accumulate_ops` decides ([`NativeOps::path`]).
+    pub native_atomics: NativeOps,
     /// Its atomics are CPU atomics, atomic with respect to loads, stores and atomics of
     /// processes on the node.
     pub cpu_atomics: bool,
@@ -293,6 +311,33 @@ pub trait Transport: std::fmt::Debug {
         Ok(Pending::Done)
     }
 
+    /// Write each `(offset, bytes)` of `pieces` at that offset of `target`'s `space` (the
+    /// runs of a noncontiguous target layout); returns when every piece may be reused. One
+    /// [`Transport::put`] per piece by default; a transport whose operations reach several
+    /// remote ranges at once overrides it.
+    fn put_runs(&self, target: usize, space: Space, pieces: &[(usize, &[u8])]) -> Result<()> {
+        pieces
+            .iter()
+            .try_for_each(|&(offset, src)| self.put(target, space, offset, src))
+    }
+
+    /// Read each `(offset, dst)` of `runs` from that offset of `target`'s `space` into `dst`;
+    /// returns with the data in place. By default one request-form get per run, all in
+    /// flight together, then completed in turn; overridden as [`Transport::put_runs`].
+    fn get_runs(&self, target: usize, space: Space, runs: &mut [(usize, &mut [u8])]) -> Result<()> {
+        let mut started = Vec::with_capacity(runs.len());
+        for (offset, dst) in runs.iter_mut() {
+            started.push(self.start_get(target, space, *offset, dst)?);
+        }
+        // Every started get is completed, also after a failure; the first failure returns.
+        let mut first = Ok(());
+        for (pending, (_, dst)) in started.into_iter().zip(runs.iter_mut()) {
+            let done = self.finish(pending, Some(dst));
+            first = first.and(done);
+        }
+        first
+    }
+
     /// Whether `pending` is complete (progressing the transport once).
     fn test(&self, pending: &Pending) -> Result<bool> {
         Ok(matches!(pending, Pending::Done))
@@ -345,15 +390,7 @@ fn locked(
     len: usize,
     update: impl FnOnce(&mut [u8]),
 ) -> Result<Vec<u8>> {
-    let lock = |op| t.amo(target, Space::Control, layout::ACC_LOCK, op);
-    crate::wait::retry(watch, || {
-        Ok((lock(Amo::CompareSwap {
-            compare: 0,
-            swap: 1,
-        })? == 0)
-            .then_some(()))
-    })?;
-    let updated = (|| -> Result<Vec<u8>> {
+    under_acc_lock(t, watch, target, || {
         let mut old = vec![0u8; len];
         t.get(target, space, offset, &mut old)?;
         let mut new = old.clone();
@@ -363,14 +400,34 @@ fn locked(
             t.flush(target)?;
         }
         Ok(old)
-    })();
+    })
+}
+
+/// Run `body` holding `target`'s accumulate lock word ([`layout::ACC_LOCK`]): take it
+/// (compare-and-swap 0 to 1, retried until it is free), run, release; the lock is released
+/// also when `body` fails. `watch` as in [`locked`].
+pub(crate) fn under_acc_lock<R>(
+    t: &dyn Transport,
+    watch: &dyn Fn() -> Result<()>,
+    target: usize,
+    body: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    let lock = |op| t.amo(target, Space::Control, layout::ACC_LOCK, op);
+    crate::wait::retry(watch, || {
+        Ok((lock(Amo::CompareSwap {
+            compare: 0,
+            swap: 1,
+        })? == 0)
+            .then_some(()))
+    })?;
+    let done = body();
     let released = lock(Amo::CompareSwap {
         compare: 1,
         swap: 0,
     });
-    let old = updated?;
+    let done = done?;
     released?;
-    Ok(old)
+    Ok(done)
 }
 
 /// One element's accumulate emulated under `target`'s accumulate lock word (see [`locked`]).

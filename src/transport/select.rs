@@ -57,7 +57,7 @@ mod tests {
             inject: 0,
             max_msg: usize::MAX,
             local_mr: false,
-            native_atomics: 0,
+            native_atomics: crate::protocol::native::NativeOps::NONE,
             cpu_atomics: reach == Reach::Node,
         }
     }

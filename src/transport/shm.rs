@@ -19,16 +19,16 @@
 //! # MPI-4.1: 12.3.4, 12.7.1 (accumulates at any displacement, atomic per element)
 
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Entry, Reach, RemoteKey, Space,
-    Transport, locked_accumulate, locked_accumulate_many,
+    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Entry, NativeOps, Reach, RemoteKey,
+    Space, Transport, locked_accumulate, locked_accumulate_many,
 };
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
-use crate::protocol::reduce::{Elem, Op};
+use crate::protocol::reduce::Op;
 use crate::wait::Peers;
 use onesided_shm::cma::{CmaError, RemoteMem};
-use onesided_shm::{FileId, Mem, Segment, futex};
+use onesided_shm::{FileId, Mem, OutOfRange, Segment, futex};
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -170,6 +170,38 @@ impl Reached<'_, '_> {
         }
     }
 
+    /// Each `(offset, src)` of `pieces` written: process memory with as few system calls as
+    /// the kernel allows; every range checked before anything moves.
+    fn write_runs(&self, pieces: &[(usize, &[u8])]) -> Result<()> {
+        if let Reached::Process(p) = self {
+            return p.write_runs(pieces).map_err(cma_err);
+        }
+        self.within(pieces.iter().map(|(o, src)| (*o, src.len())))?;
+        pieces.iter().try_for_each(|&(o, src)| self.write(o, src))
+    }
+
+    /// Each `(offset, dst)` of `runs` read, as [`Reached::write_runs`].
+    fn read_runs(&self, runs: &mut [(usize, &mut [u8])]) -> Result<()> {
+        if let Reached::Process(p) = self {
+            return p.read_runs(runs).map_err(cma_err);
+        }
+        self.within(runs.iter().map(|(o, dst)| (*o, dst.len())))?;
+        runs.iter_mut().try_for_each(|(o, dst)| self.read(*o, dst))
+    }
+
+    /// Whether every `(offset, len)` of `ranges` lies inside the memory (RMA_RANGE otherwise).
+    fn within(&self, mut ranges: impl Iterator<Item = (usize, usize)>) -> Result<()> {
+        let limit = match self {
+            Reached::Mapped(m) => m.len(),
+            Reached::Own(m) => m.len(),
+            Reached::Process(p) => p.len(),
+        };
+        match ranges.find(|&(offset, len)| offset.checked_add(len).is_none_or(|e| e > limit)) {
+            Some((offset, len)) => Err(Error::from(OutOfRange { offset, len, limit })),
+            None => Ok(()),
+        }
+    }
+
     fn amo(&self, offset: usize, op: Amo) -> Result<u64> {
         match self {
             Reached::Mapped(m) => Ok(apply(m.atomic_u64(offset).map_err(Error::from)?, op)),
@@ -204,7 +236,7 @@ const CAPS: Caps = Caps {
     inject: usize::MAX,
     max_msg: usize::MAX,
     local_mr: false,
-    native_atomics: (1 << Elem::ALL.len()) - 1,
+    native_atomics: NativeOps::ALL,
     cpu_atomics: true,
 };
 
@@ -414,6 +446,16 @@ impl Transport for ShmTransport<'_> {
     #[inline]
     fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()> {
         self.reach(target, space)?.read(offset, dst)
+    }
+
+    /// The target reached once; its process memory with one system call per `IOV_MAX` runs.
+    fn put_runs(&self, target: usize, space: Space, pieces: &[(usize, &[u8])]) -> Result<()> {
+        self.reach(target, space)?.write_runs(pieces)
+    }
+
+    /// As `put_runs`.
+    fn get_runs(&self, target: usize, space: Space, runs: &mut [(usize, &mut [u8])]) -> Result<()> {
+        self.reach(target, space)?.read_runs(runs)
     }
 
     fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64> {

@@ -96,6 +96,7 @@ impl Window<'_> {
             op,
             operands: bytemuck::cast_slice(origin),
             granularity: self.hints.get().granularity,
+            same_op: self.hints.get().same_op,
         }
     }
 
@@ -122,6 +123,7 @@ impl Window<'_> {
             elem: T::ELEM,
             op,
             operand: bits(operand),
+            same_op: self.hints.get().same_op,
         };
         self.atomic_route()
             .accumulate(target, space, off, acc)

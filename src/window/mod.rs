@@ -242,10 +242,11 @@ impl<'a> Window<'a> {
     /// `none`, or without `raw` and `waw`, an accumulate that fetches nothing returns before
     /// it completes at the target, and the next flush, unlock or fence completes it),
     /// `mpi_accumulate_granularity` (where accumulates are emulated under the target's lock
-    /// word, the lock is taken once per that many bytes instead of once per call) and
-    /// `accumulate_ops` (reported: every accumulate is atomic per element whatever the ops
-    /// mixed). The other keys are fixed at
-    /// creation, and values given for them here are ignored, as MPI allows; [`Window::info`]
+    /// word, the lock is taken once per that many bytes instead of once per call). The other
+    /// keys are fixed at creation, and values given for them here are ignored, as MPI allows:
+    /// `accumulate_ops` among them, since it decides which accumulates run as NIC atomics and
+    /// which under the target's lock, and switching while others are in flight would break
+    /// their atomicity (`protocol::native`); [`Window::info`]
     /// reports what is in effect. MPI_ERR_INFO for a value a key does not take. Asking for
     /// ordered writes again first completes the accumulates left in flight.
     ///

@@ -293,24 +293,30 @@ fn map_blocks(me: usize, keys: &[Option<ShmKey>]) -> Result<Vec<Option<Mem<'stat
 fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     let checked = check(&req, info);
     let align = checked.as_ref().map_or(1, |h| h.alignment);
-    // A rank that asserts same_size and same_disp_unit sends nothing: its extent is everyone's.
+    // Each rank sends whether it asks for accumulate_ops=same_op (in effect only where every
+    // rank asks: the paths of accumulates depend on it, `protocol::native`), then its extent;
+    // a rank that asserts same_size and same_disp_unit sends no extent: its own is everyone's.
     let same = checked
         .as_ref()
         .is_ok_and(|h| h.same_size && h.same_disp_unit);
+    let same_op = checked.as_ref().is_ok_and(|h| h.same_op);
     let mine = match same {
-        true => Vec::new(),
+        true => Enc::new().u64(same_op.into()).finish(),
         false => Enc::new()
+            .u64(same_op.into())
             .u64(req.size as u64)
             .u64(req.disp_unit as u64)
             .u64(align as u64)
             .finish(),
     };
     let all = comm.agree_gather("window creation", checked.as_ref().map(|_| &mine[..]));
-    let hints = checked?;
+    let mut hints = checked?;
     let mut extents = Vec::with_capacity(comm.size());
     let mut aligns = Vec::with_capacity(comm.size());
     for bytes in all? {
-        if bytes.is_empty() {
+        let mut d = Dec::new(&bytes);
+        hints.same_op &= d.u64()? != 0;
+        if d.is_empty() {
             extents.push(Extent {
                 size: req.size,
                 disp_unit: req.disp_unit,
@@ -318,7 +324,6 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
             aligns.push(align);
             continue;
         }
-        let mut d = Dec::new(&bytes);
         extents.push(Extent {
             size: d.usize()?,
             disp_unit: d.usize()?,
@@ -439,7 +444,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
             inject = c.inject,
             max_msg = c.max_msg,
             local_mr = c.local_mr,
-            native_atomics = c.native_atomics,
+            native_atomics = %c.native_atomics,
             cpu_atomics = c.cpu_atomics,
             "window transport"
         );

@@ -4,15 +4,31 @@
 //! Each call checks everything before anything moves: the layouts move as many elements
 //! (MPI_ERR_COUNT), the origin layout lies inside the origin buffer (MPI_ERR_COUNT), the whole
 //! extent of the target layout lies inside the target's memory from the displacement
-//! (MPI_ERR_RMA_RANGE), rank and epoch. The transfer then moves as one operation per run of
-//! the target layout (`crate::protocol::elements::target_runs`): the origin elements of a run
-//! are packed into one buffer first (a get reads the run into one and unpacks it) when they are
-//! not contiguous in the origin buffer. One operation per target run measured far faster than
-//! one per piece contiguous on both sides: 64 8-byte elements strided at the origin took 36 us
-//! packed over tcp;ofi_rxm, where 64 pieces (a strided target) took 575 us, and 0.81 us against
-//! 2.58 us over shared memory. Over the
-//! fabric the operations of a call are all in flight together (gets and accumulates through the
-//! request forms) and complete before the call returns.
+//! (MPI_ERR_RMA_RANGE), rank and epoch. The transfer is cut into the runs of the target layout
+//! (`crate::protocol::elements::target_runs`); the origin elements of a run are packed into one
+//! buffer first (a get reads the run into one and unpacks it) when they are not contiguous in
+//! the origin buffer. The runs go to the transport together ([`Transport::put_runs`],
+//! [`Transport::get_runs`]), which moves them with as few operations as it can:
+//!
+//! - the fabric, by scatter-gather: one operation reaches up to the provider's `rma_iov_limit`
+//!   target runs (4 for tcp;ofi_rxm and shm in libfabric 1.17);
+//! - shared memory, by copies into mapped memory, and into another process's private memory
+//!   (create windows) by one `process_vm_writev` / `process_vm_readv` with one iovec per run.
+//!
+//! Measured on 2 cores, 8-byte elements, a column of a 8-element-wide target (one run per
+//! element) from a contiguous origin, against one put (or rget) per element, each loop followed
+//! by a flush:
+//!
+//! | 64 elements | put_layout | a put each | get_layout | an rget each |
+//! |---|---|---|---|---|
+//! | tcp;ofi_rxm | 138 us | 410 us | 157 us | 606 us |
+//! | shm, create window | 24 us | 105 us | 24 us | 105 us |
+//! | shm, allocate window | 2.1 us | 2.0 us | 1.8 us | 3.8 us |
+//!
+//! Packing a strided origin costs about 10 ns per origin run over shared memory more than
+//! packing by hand (0.81 against 0.09 us for 64 elements to a contiguous target).
+//!
+//! Accumulates go one request-form accumulate per target run, all in flight together.
 //!
 //! # MPI-4.1: 12.3.1, 12.3.2, 12.3.4, 12.3.5 (origin and target datatypes)
 
@@ -23,6 +39,8 @@ use crate::error::{Error, ErrorClass, Result};
 pub use crate::protocol::elements::Layout;
 use crate::protocol::elements::{Segment, pair, target_runs};
 use crate::protocol::reduce::Op;
+#[cfg(doc)]
+use crate::transport::Transport;
 use crate::transport::{AccumulateMany, Space};
 use bytemuck::Pod;
 use std::borrow::Cow;
@@ -123,11 +141,13 @@ impl Window<'_> {
         in_call(Some(self.rank()), "MPI_Put", || {
             let (segments, space, off) = self.strided::<T>(origin.len(), from, target, disp, to)?;
             let (src, size) = (bytemuck::cast_slice::<T, u8>(origin), size_of::<T>());
-            let route = self.route(target);
             let pieces = pieces(&segments, off, size);
-            let moved = pieces
+            let packed: Vec<(usize, Cow<'_, [u8]>)> = pieces
                 .iter()
-                .try_for_each(|p| route.put(target, space, p.at, &gather(src, p.segs, size)));
+                .map(|p| (p.at, gather(src, p.segs, size)))
+                .collect();
+            let runs: Vec<(usize, &[u8])> = packed.iter().map(|(at, b)| (*at, &b[..])).collect();
+            let moved = self.route(target).put_runs(target, space, &runs);
             self.record(pieces.len(), moved)
         })
     }
@@ -151,38 +171,26 @@ impl Window<'_> {
             let (dst, size) = (bytemuck::cast_slice_mut::<T, u8>(origin), size_of::<T>());
             let route = self.route(target);
             let pieces = pieces(&segments, off, size);
-            let read = (|| {
-                // A piece of one segment reads into the origin buffer, the others into a
-                // buffer of their own, unpacked when complete.
-                let mut started = Vec::with_capacity(pieces.len());
-                for p in &pieces {
-                    let (pending, own) = match p.segs {
-                        [s] => {
-                            let out = &mut dst[bytes(s.origin, s.len, size)];
-                            (route.start_get(target, space, p.at, out)?, None)
-                        }
-                        _ => {
-                            let mut buf = vec![0u8; p.len * size];
-                            (route.start_get(target, space, p.at, &mut buf)?, Some(buf))
-                        }
-                    };
-                    started.push((pending, own));
+            let read = match &pieces[..] {
+                // One run contiguous on both sides reads straight into the origin buffer.
+                [p @ Piece { segs: [s], .. }] => {
+                    route.get(target, space, p.at, &mut dst[bytes(s.origin, s.len, size)])
                 }
-                for ((pending, own), p) in started.into_iter().zip(&pieces) {
-                    match (own, p.segs) {
-                        (Some(mut buf), _) => {
-                            route.finish(pending, Some(&mut buf))?;
-                            scatter(dst, p.segs, size, &buf);
-                        }
-                        (None, [s, ..]) => {
-                            let out = &mut dst[bytes(s.origin, s.len, size)];
-                            route.finish(pending, Some(out))?;
-                        }
-                        (None, []) => route.finish(pending, None)?,
+                _ => (|| {
+                    let mut packed = vec![0u8; pieces.iter().map(|p| p.len * size).sum()];
+                    let mut rest = &mut packed[..];
+                    let mut runs = Vec::with_capacity(pieces.len());
+                    for p in &pieces {
+                        let (run, tail) = std::mem::take(&mut rest).split_at_mut(p.len * size);
+                        runs.push((p.at, run));
+                        rest = tail;
                     }
-                }
-                Ok(())
-            })();
+                    route.get_runs(target, space, &mut runs)?;
+                    // The pieces' segments, in order, are the whole transfer's.
+                    scatter(dst, &segments, size, &packed);
+                    Ok(())
+                })(),
+            };
             self.record(pieces.len(), read)
         })
     }

@@ -7,7 +7,7 @@
 //!
 //! # MPI-4.1: 12.5
 
-use super::Window;
+use super::{Flavor, Window};
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::assert::{self, Assert};
@@ -241,10 +241,14 @@ impl Window<'_> {
     }
 
     /// The ranks whose window memory this rank reaches by loads and stores: its own, and the
-    /// node peers' memory mapped for `shared_query`.
+    /// node peers' memory mapped for `shared_query` (none in a dynamic window, whose peers'
+    /// attached memory is reached by copies only).
     fn loaded_targets(&self) -> Vec<usize> {
+        let mapped = |t: usize| {
+            self.flavor != Flavor::Dynamic && self.shared.get(t).is_some_and(|m| m.is_some())
+        };
         (0..self.comm.size())
-            .filter(|&t| t == self.rank() || self.shared.get(t).is_some_and(|m| m.is_some()))
+            .filter(|&t| t == self.rank() || mapped(t))
             .collect()
     }
 

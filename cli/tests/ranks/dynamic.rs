@@ -29,6 +29,39 @@ fn tag(from: usize, to: usize) -> u64 {
     (from as u64) << 32 | to as u64 | 0x5a00_0000
 }
 
+/// lock_all takes a node peer's lock word only when the epoch reaches that peer, as in the
+/// other flavors (a dynamic window maps no peer memory): rank 1 holds an exclusive lock on
+/// itself while rank 0 runs a lock_all epoch that puts to rank 2 only, which must complete
+/// before rank 1 lets go (it waits for rank 0 at a barrier).
+pub fn lock_all_is_lazy(world: &World, _: Flavor) -> Res {
+    let me = world.rank();
+    ensure!(world.size() == 3, "laid out for 3 ranks");
+    let mut word = [0u64];
+    Window::create_dynamic(world, &Info::new(), |win| -> Res {
+        let a = win.attach(&mut word).ctx("attach")?;
+        let at = exchange(world, &[a])?;
+        if me == 1 {
+            win.lock(LockType::Exclusive, 1, Assert::NONE).ctx("lock")?;
+        }
+        world.barrier().ctx("barrier")?;
+        if me == 0 {
+            win.lock_all(Assert::NONE).ctx("lock_all")?;
+            win.put(&[7u64], 2, at[2][0].disp()).ctx("put")?;
+            win.unlock_all().ctx("unlock_all")?;
+        }
+        world.barrier().ctx("barrier")?;
+        if me == 1 {
+            win.unlock(1).ctx("unlock")?;
+        }
+        world.barrier().ctx("barrier")?;
+        let mut got = [0u64];
+        win.read_local(a.disp(), &mut got).ctx("read_local")?;
+        ensure_eq!(got[0], if me == 2 { 7 } else { 0 }, "word of rank {me}");
+        Ok(())
+    })
+    .ctx("create_dynamic/free")?
+}
+
 /// Each rank attaches a slot per rank and a counter. Under fence every rank puts its tag into
 /// its slot at every rank and adds to every counter; under lock_all each reads its right
 /// neighbour's slots, with get and rget, and swaps and fetch-adds there; then rank 0 attaches

@@ -1,7 +1,9 @@
 //! Window info hints in effect on every transport and flavor: `accumulate_ordering=none` leaves
 //! accumulates in flight and the next flush still completes every one of them exactly (and
 //! `set_info` can ask for ordering again), `accumulate_ops` and `mpi_accumulate_granularity`
-//! are reported as set, `same_size` with `same_disp_unit` skip the exchange of extents and the
+//! are reported as set, accumulates that `accumulate_ops` splits between the NIC and the
+//! emulation (the `fabric_tcp_verbs` transport runs only what verbs hardware runs natively)
+//! stay exact while they meet, `same_size` with `same_disp_unit` skip the exchange of extents and the
 //! range checks still hold, and `set_info` refuses values a key does not take (MPI_ERR_INFO).
 //!
 //! # MPI-4.1: 12.2.7 (window info), 12.7.1 (accumulate ordering)
@@ -83,6 +85,91 @@ pub fn accumulate_ordering(world: &World, flavor: Flavor) -> Res {
         }
         win.unlock(right).ctx("unlock")?;
         world.barrier().ctx("barrier")
+    })
+}
+
+/// Rounds of [`accumulate_ops`].
+const ROUNDS: u64 = 40;
+
+/// Under each `accumulate_ops`, every rank hits rank 0's words at once: fetch-adds on a u64
+/// (on the NIC under verbs), compare-and-swap increments of another u64 (NIC), u64 max and i32
+/// and f64 sums (emulated under verbs); under `same_op_no_op` (MPI's default) it also reads the
+/// fetch-add counter with MPI_NO_OP meanwhile (the read on a type whose operations are split:
+/// NIC read under the lock). Every fetched value moves forward and the totals are exact. A
+/// window where only rank 0 asks for `same_op` gets `same_op_no_op`, and keeps it through
+/// `set_info`.
+pub fn accumulate_ops(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    for ops in ["same_op_no_op", "same_op"] {
+        let info = Info::new().set("accumulate_ops", ops);
+        with_window(world, flavor, 40, 8, &info, |win| {
+            ensure_eq!(win.info().get("accumulate_ops"), Some(ops), "in effect");
+            world.barrier().ctx("barrier")?;
+            win.lock_all(Assert::NONE).ctx("lock_all")?;
+            let (mut last_add, mut last_read) = (None, 0u64);
+            for round in 1..=ROUNDS {
+                let old = win.fetch_and_op(1u64, 0, 0, Op::Sum).ctx("fetch-add")?;
+                ensure!(
+                    last_add.is_none_or(|l| old > l),
+                    "fetched {old} after {last_add:?}"
+                );
+                last_add = Some(old);
+                let mut seen = 0u64;
+                loop {
+                    let got = win.compare_and_swap(seen + 1, seen, 0, 1).ctx("cas")?;
+                    if got == seen {
+                        break;
+                    }
+                    seen = got;
+                }
+                win.accumulate(&[round * (me as u64 + 1)], 0, 2, Op::Max)
+                    .ctx("max")?;
+                win.accumulate(&[3i32, -1], 0, 3, Op::Sum).ctx("i32 sum")?;
+                win.accumulate(&[0.25f64], 0, 4, Op::Sum).ctx("f64 sum")?;
+                if ops == "same_op_no_op" {
+                    let mut now = [0u64];
+                    win.get_accumulate(&[0u64], &mut now, 0, 0, Op::NoOp)
+                        .ctx("no_op read")?;
+                    ensure!(
+                        now[0] > old && now[0] >= last_read,
+                        "read {} after {old}",
+                        now[0]
+                    );
+                    last_read = now[0];
+                }
+            }
+            win.flush_all().ctx("flush_all")?;
+            win.unlock_all().ctx("unlock_all")?;
+            world.barrier().ctx("barrier")?;
+            if me == 0 {
+                let total = ROUNDS * n as u64;
+                ensure_eq!(
+                    local_u64(win, 3)?,
+                    [total, total, ROUNDS * n as u64],
+                    "u64 words"
+                );
+                let mut ints = [0i32; 2];
+                win.read_local(3, &mut ints).ctx("read_local")?;
+                ensure_eq!(ints, [3 * total as i32, -(total as i32)], "i32 sums");
+                let mut f = [0f64];
+                win.read_local(4, &mut f).ctx("read_local")?;
+                ensure_eq!(f[0], 0.25 * total as f64, "f64 sum");
+            }
+            world.barrier().ctx("barrier")
+        })?;
+    }
+    // `same_op` takes effect only where every rank asks for it, and stays as created.
+    let only_rank_0 = match me {
+        0 => Info::new().set("accumulate_ops", "same_op"),
+        _ => Info::new(),
+    };
+    with_window(world, flavor, 8, 8, &only_rank_0, |win| {
+        let ops = || win.info().get("accumulate_ops").map(str::to_owned);
+        ensure_eq!(ops().as_deref(), Some("same_op_no_op"), "asked by one rank");
+        win.set_info(&Info::new().set("accumulate_ops", "same_op"))
+            .ctx("set_info")?;
+        ensure_eq!(ops().as_deref(), Some("same_op_no_op"), "after set_info");
+        Ok(())
     })
 }
 

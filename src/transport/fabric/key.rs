@@ -15,7 +15,7 @@ pub(super) struct FabricKey {
     /// The address of the window memory modulo 8, so that origins know which elements are
     /// aligned in memory (the key's base is an offset where the MR mode has no VIRT_ADDR).
     pub(super) lead: u64,
-    /// Bit `Elem::index()` set: this rank's provider runs every accumulate on that type natively.
+    /// The accumulates this rank's provider runs natively (`NativeOps::bits`).
     pub(super) native: u64,
 }
 

@@ -21,8 +21,8 @@ pub(crate) mod prereg;
 mod resources;
 
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Pending, Reach, Space, Transport,
-    locked_accumulate, locked_accumulate_many, signal_and_wait,
+    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Path, Pending, Reach,
+    Space, Transport, locked_accumulate, locked_accumulate_many, signal_and_wait, under_acc_lock,
 };
 use crate::config::FabricConfig;
 use crate::error::{Error, ErrorClass, Result};
@@ -126,7 +126,7 @@ fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> R
         },
         len,
         lead,
-        native: res.native,
+        native: res.native.bits(),
     };
     Ok(Local {
         res,
@@ -179,12 +179,12 @@ impl<'a> FabricTransport<'a> {
         let keys = comm.agree_gather("opening the fabric", key.as_deref().map_err(|e| *e));
         let local = opened?;
         let keys = keys?;
-        let mut native = u64::MAX;
+        let mut native = NativeOps::ALL;
         let targets = keys
             .iter()
             .map(|k| {
                 let k = FabricKey::decode(k)?;
-                native &= k.native;
+                native = native.and(NativeOps::from_bits(k.native));
                 let ep = &local.res.ep;
                 let remote = |r: &fi::RegionKey, len| -> Result<Span> {
                     let key = if r.key.is_empty() {
@@ -332,12 +332,20 @@ impl<'a> FabricTransport<'a> {
         Ok(Pending::Fabric(target, t.map_err(fi_err)?))
     }
 
-    /// Whether accumulates on elements of `elem` at `offset` of `target`'s `space` run on the
-    /// NIC: where its provider runs every accumulate of the type natively on every rank and the
-    /// element is aligned in the target's memory (the first element decides for its
-    /// neighbours). Every origin decides the same way for an element, so accumulates on it
-    /// never mix the NIC and the lock.
-    fn on_nic(&self, target: usize, space: Space, offset: usize, elem: Elem) -> Result<bool> {
+    /// How accumulates of `kind` on elements of `elem` at `offset` of `target`'s `space` go:
+    /// as [`NativeOps::path`] says for the pair where the element is aligned in the target's
+    /// memory (the first element decides for its neighbours), else under the target's
+    /// accumulate lock. Every origin decides the same way for an element, so accumulates that
+    /// may meet on it never mix the NIC and the lock.
+    fn path(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        elem: Elem,
+        kind: Kind,
+        same_op: bool,
+    ) -> Result<Path> {
         let t = self.target(target)?;
         let lead = match space {
             Space::Attached(e) => e.addr,
@@ -346,7 +354,10 @@ impl<'a> FabricTransport<'a> {
         let aligned = lead
             .wrapping_add(offset as u64)
             .is_multiple_of(elem.size() as u64);
-        Ok(aligned && self.caps.native_atomics & 1 << elem.index() != 0)
+        Ok(match aligned {
+            true => self.caps.native_atomics.path(elem, kind, same_op),
+            false => Path::Locked,
+        })
     }
 }
 
@@ -403,7 +414,7 @@ impl Transport for FabricTransport<'_> {
         Ok(u64::from_le_bytes(old))
     }
 
-    /// On the NIC or under the target's accumulate lock (see `FabricTransport::on_nic`).
+    /// On the NIC, under the target's accumulate lock, or both (see `FabricTransport::path`).
     fn accumulate(
         &self,
         target: usize,
@@ -411,11 +422,13 @@ impl Transport for FabricTransport<'_> {
         offset: usize,
         acc: Accumulate,
     ) -> Result<u64> {
-        if self.on_nic(target, space, offset, acc.elem)? {
-            self.native(target, space, offset, acc)
-        } else {
-            let watch = || self.peers.all_alive();
-            locked_accumulate(self, &watch, target, space, offset, acc)
+        let watch = || self.peers.all_alive();
+        match self.path(target, space, offset, acc.elem, acc.op.kind(), acc.same_op)? {
+            Path::Native => self.native(target, space, offset, acc),
+            Path::Locked => locked_accumulate(self, &watch, target, space, offset, acc),
+            Path::ReadLocked => under_acc_lock(self, &watch, target, || {
+                self.native(target, space, offset, acc)
+            }),
         }
     }
 
@@ -496,8 +509,56 @@ impl Transport for FabricTransport<'_> {
         Ok(Pending::Fabric(target, t.map_err(fi_err)?))
     }
 
+    /// Scatter-gather: as few writes as the provider's `rma_iov_limit` allows (several target
+    /// ranges each), from a copy the endpoint owns, left in flight until the next flush of
+    /// `target` (which also reports their failure).
+    fn put_runs(&self, target: usize, space: Space, pieces: &[(usize, &[u8])]) -> Result<()> {
+        if let [(offset, src)] = pieces {
+            return self.put(target, space, *offset, src);
+        }
+        for &(offset, src) in pieces {
+            self.at(target, space, offset, src.len())?;
+        }
+        let pieces: Vec<(usize, &[u8])> = pieces
+            .iter()
+            .filter(|(_, src)| !src.is_empty())
+            .copied()
+            .collect();
+        let to = self.at(target, space, 0, 0)?;
+        let ep = &self.res.ep;
+        ep.start_write_runs(&pieces, to, &|| self.alive(target))
+            .map(drop)
+            .map_err(fi_err)
+    }
+
+    /// Scatter-gather as in `put_runs`: the ranges read into one buffer, then copied out.
+    fn get_runs(&self, target: usize, space: Space, runs: &mut [(usize, &mut [u8])]) -> Result<()> {
+        if let [(offset, dst)] = runs {
+            return self.get(target, space, *offset, dst);
+        }
+        for (offset, dst) in runs.iter() {
+            self.at(target, space, *offset, dst.len())?;
+        }
+        let ranges: Vec<(usize, usize)> = runs
+            .iter()
+            .filter(|(_, dst)| !dst.is_empty())
+            .map(|(offset, dst)| (*offset, dst.len()))
+            .collect();
+        let (from, live) = (self.at(target, space, 0, 0)?, || self.alive(target));
+        let ep = &self.res.ep;
+        let t = ep.start_read_runs(&ranges, from, &live).map_err(fi_err)?;
+        let mut packed = vec![0u8; ranges.iter().map(|&(_, n)| n).sum()];
+        ep.finish(t, Some(&mut packed), &live).map_err(fi_err)?;
+        let mut at = 0;
+        for (_, dst) in runs.iter_mut() {
+            dst.copy_from_slice(&packed[at..at + dst.len()]);
+            at += dst.len();
+        }
+        Ok(())
+    }
+
     /// On the NIC with element counts, all in flight; under the target's accumulate lock where
-    /// the NIC cannot (see `FabricTransport::on_nic`), complete when it returns.
+    /// the NIC cannot or may not (see `FabricTransport::path`), complete when it returns.
     fn start_accumulate(
         &self,
         target: usize,
@@ -507,12 +568,22 @@ impl Transport for FabricTransport<'_> {
         fetched: Option<&mut [u8]>,
     ) -> Result<Pending> {
         acc.check(fetched.as_deref())?;
-        if !self.on_nic(target, space, offset, acc.elem)? {
-            let watch = || self.peers.all_alive();
-            locked_accumulate_many(self, &watch, target, space, offset, acc, fetched)?;
-            return Ok(Pending::Done);
+        let watch = || self.peers.all_alive();
+        let kind = Kind::Apply(acc.op);
+        match self.path(target, space, offset, acc.elem, kind, acc.same_op)? {
+            Path::Native => self.start_native(target, space, offset, acc, fetched.is_some()),
+            Path::Locked => {
+                locked_accumulate_many(self, &watch, target, space, offset, acc, fetched)?;
+                Ok(Pending::Done)
+            }
+            Path::ReadLocked => {
+                under_acc_lock(self, &watch, target, || {
+                    let p = self.start_native(target, space, offset, acc, true)?;
+                    self.finish(p, fetched)
+                })?;
+                Ok(Pending::Done)
+            }
         }
-        self.start_native(target, space, offset, acc, fetched.is_some())
     }
 
     /// Complete, or never to complete because the target is gone (`finish` then reports the

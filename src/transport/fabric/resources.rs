@@ -10,7 +10,8 @@
 use super::{atomic_op, datatype, fi_err};
 use crate::config::{Atomics, FabricConfig, MrMode};
 use crate::error::{Error, ErrorClass, Result};
-use crate::protocol::reduce::{Elem, Op};
+use crate::protocol::native::{Kind, NativeOps};
+use crate::protocol::reduce::Op;
 use onesided_fabric as fi;
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
@@ -20,8 +21,8 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub(crate) struct Resources {
     pub(crate) ep: fi::Endpoint,
-    /// Element types whose every accumulate this provider runs natively (bit `Elem::index()`).
-    pub(crate) native: u64,
+    /// The accumulates this provider runs natively, as the configuration allows.
+    pub(crate) native: NativeOps,
 }
 
 thread_local! {
@@ -42,9 +43,15 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
             ep.set_spin_rounds(0);
         }
         let native = match config.atomics {
-            Atomics::Software => 0,
-            Atomics::Auto => native_mask(&ep),
+            Atomics::Software => NativeOps::NONE,
+            Atomics::Auto => native_ops(&ep),
+            Atomics::Verbs => native_ops(&ep).and(NativeOps::verbs()),
         };
+        tracing::debug!(
+            %native,
+            atomics = ?config.atomics,
+            "accumulates that run on the NIC (the others are emulated under a lock)"
+        );
         let r = Rc::new(Resources { ep, native });
         open.push((config.clone(), Rc::downgrade(&r)));
         Ok(r)
@@ -90,32 +97,24 @@ fn open_domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
     fi::Domain::open(provider).map_err(fi_err)
 }
 
-/// Element types on which `ep`'s provider runs every operation natively, fetching or not, and
-/// compare-and-swap for integers: only those may use the NIC, since a type whose operations
-/// were split between NIC and emulation would not be atomic with itself (MPICH decides the
-/// same way, per window).
-fn native_mask(ep: &fi::Endpoint) -> u64 {
+/// The (element type, operation) pairs `ep`'s provider runs natively: fetching, and not
+/// fetching too for operations that change the target (compare-and-swap for integers). Which of
+/// them a window uses follows its `accumulate_ops` (`crate::protocol::native`).
+fn native_ops(ep: &fi::Endpoint) -> NativeOps {
     let domain = ep.domain();
-    let native = |e: Elem| {
+    NativeOps::from_fn(|e, k| {
         let dt = datatype(e);
-        let ops = Op::ALL.iter().filter(|op| op.check(e).is_ok());
-        let all = ops.into_iter().all(|&op| {
-            let fop = atomic_op(op);
-            let plain = op == Op::NoOp || domain.atomic_native(dt, fop, fi::AtomicKind::Plain);
-            plain && domain.atomic_native(dt, fop, fi::AtomicKind::Fetch)
-        });
-        all && (e.is_float()
-            || domain.atomic_native(dt, fi::AtomicOp::Cswap, fi::AtomicKind::Compare))
-    };
-    let mask = Elem::ALL
-        .iter()
-        .filter(|&&e| native(e))
-        .fold(0, |m, e| m | 1 << e.index());
-    tracing::debug!(
-        native = ?Elem::ALL.iter().filter(|e| mask & 1 << e.index() != 0).collect::<Vec<_>>(),
-        "element types whose accumulates run on the NIC (the others are emulated under a lock)"
-    );
-    mask
+        match k {
+            Kind::CompareSwap => {
+                domain.atomic_native(dt, fi::AtomicOp::Cswap, fi::AtomicKind::Compare)
+            }
+            Kind::Apply(op) => {
+                let fop = atomic_op(op);
+                let plain = op == Op::NoOp || domain.atomic_native(dt, fop, fi::AtomicKind::Plain);
+                plain && domain.atomic_native(dt, fop, fi::AtomicKind::Fetch)
+            }
+        }
+    })
 }
 
 /// Open an endpoint on `domain`. libfabric 1.17's shm provider now and then refuses to enable a
