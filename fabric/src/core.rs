@@ -3,6 +3,7 @@
 
 use crate::domain::{Domain, close};
 use crate::error::FiError;
+use crate::region::Registered;
 use crate::stage::Staged;
 use crate::sys;
 use crate::track::{Context, Track};
@@ -35,6 +36,8 @@ pub(crate) struct Core {
     pub(crate) waitable: bool,
     /// The operations in flight, settled by whichever thread reads their completions.
     pub(crate) track: Mutex<Track<Staged>>,
+    /// The regions registered on this endpoint, by address range.
+    pub(crate) registered: Mutex<Registered>,
     /// When the owning thread last issued or waited for an operation (nanoseconds since
     /// `epoch`).
     pub(crate) active: AtomicU64,

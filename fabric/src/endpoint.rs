@@ -5,7 +5,7 @@ use crate::core::Core;
 use crate::domain::Domain;
 use crate::error::{FiError, check};
 use crate::info::MrMode;
-use crate::region::{Access, Region, RegionKey};
+use crate::region::{Access, Region, RegionKey, Registered};
 use crate::stage::Staged;
 use crate::sys;
 use crate::track::{Slot, Track};
@@ -90,6 +90,7 @@ impl Endpoint {
             cq: ptr::null_mut(),
             waitable: true,
             track: Mutex::new(Track::default()),
+            registered: Mutex::new(Registered::default()),
             active: AtomicU64::new(0),
             epoch: Instant::now(),
         };

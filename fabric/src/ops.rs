@@ -21,6 +21,27 @@ const OPERAND: usize = 0;
 const COMPARE: usize = 64;
 const RESULT: usize = 128;
 
+/// How a caller's buffer reaches the NIC for one blocking call (`Endpoint::lend`).
+enum Lent {
+    /// As it is, with this descriptor (null where none is needed).
+    Direct(*mut libc::c_void),
+    /// Registered for the call.
+    Own(Mr),
+    /// Copied through the endpoint's bounce buffer.
+    Bounce,
+}
+
+impl Lent {
+    /// The descriptor to pass with the caller's buffer (not for `Bounce`).
+    fn desc(&self) -> *mut libc::c_void {
+        match self {
+            Lent::Direct(desc) => *desc,
+            Lent::Own(mr) => mr.desc(),
+            Lent::Bounce => ptr::null_mut(),
+        }
+    }
+}
+
 /// Which way an RMA operation moves data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Way {
@@ -77,18 +98,27 @@ impl Endpoint {
         }
     }
 
-    /// Register `len` bytes at `addr` of the caller's memory for one blocking call, where the
-    /// provider demands registered local buffers and the transfer is larger than the bounce
-    /// buffer; `None` where no registration is needed.
+    /// How the `len` bytes at `addr` of the caller's memory reach the NIC for one blocking
+    /// call: as they are where the provider needs no registered local buffers or a region
+    /// registered on this endpoint holds them (window memory, alloc_mem blocks); else through
+    /// the bounce buffer when they fit (a copy measured cheaper than a registration for small
+    /// transfers), else registered for the call (zero-copy).
     ///
     /// # Safety
-    /// The memory must stay valid until the returned registration is dropped.
-    unsafe fn lend(&self, addr: usize, len: usize) -> Result<Option<Mr>, FiError> {
-        if !self.local_mr || len <= BOUNCE {
-            return Ok(None);
+    /// The memory must stay valid until the returned value is dropped.
+    unsafe fn lend(&self, addr: usize, len: usize) -> Result<Lent, FiError> {
+        if !self.local_mr {
+            return Ok(Lent::Direct(ptr::null_mut()));
+        }
+        let found = self.core.registered.lock().map(|r| r.find(addr, len));
+        if let Ok(Some(desc)) = found {
+            return Ok(Lent::Direct(desc));
+        }
+        if len <= BOUNCE {
+            return Ok(Lent::Bounce);
         }
         // SAFETY: guaranteed by the caller; the endpoint keeps its domain open.
-        unsafe { Mr::register(&self.core, addr, len, Access::Local).map(Some) }
+        unsafe { Mr::register(&self.core, addr, len, Access::Local).map(Lent::Own) }
     }
 
     /// Write `src` to `to`; returns when `src` may be reused. Small writes are injected and
@@ -102,35 +132,21 @@ impl Endpoint {
         if src.len() <= self.inject {
             return self.inject(src, to, keep_waiting);
         }
-        if self.local_mr && src.len() <= BOUNCE {
-            let b = self.bounce.mem();
-            b.write(0, src).map_err(|_| invalid("bounce"))?;
-            let slot = self.rma_write(
-                b.addr(),
-                src.len(),
-                self.bounce.desc(),
-                to,
-                None,
-                false,
-                keep_waiting,
-            )?;
-            return self.wait_all(&slot.into_iter().collect::<Vec<_>>(), keep_waiting);
-        }
-        // SAFETY: `src` is borrowed until this call returns, after the wait below.
+        // SAFETY: `src` is borrowed until this call returns, after the waits below.
         let lent = unsafe { self.lend(src.as_ptr() as usize, src.len())? };
-        let desc = lent.as_ref().map_or(ptr::null_mut(), Mr::desc);
+        let (from, desc) = match &lent {
+            Lent::Bounce => {
+                let b = self.bounce.mem();
+                b.write(0, src).map_err(|_| invalid("bounce"))?;
+                (b.addr(), self.bounce.desc())
+            }
+            other => (src.as_ptr() as usize, other.desc()),
+        };
+        let (len, step) = (src.len(), self.step());
         let mut slots = Vec::new();
-        let posted = src.chunks(self.step()).enumerate().try_for_each(|(i, c)| {
-            let at = to.at(i * self.step());
-            let s = self.rma_write(
-                c.as_ptr() as usize,
-                c.len(),
-                desc,
-                at,
-                None,
-                false,
-                keep_waiting,
-            )?;
+        let posted = (0..len).step_by(step).try_for_each(|at| {
+            let n = step.min(len - at);
+            let s = self.rma_write(from + at, n, desc, to.at(at), None, false, keep_waiting)?;
             slots.extend(s);
             Ok(())
         });
@@ -145,32 +161,30 @@ impl Endpoint {
         from: Remote,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
-        if self.local_mr && dst.len() <= BOUNCE {
-            let b = self.bounce.mem();
-            let slot = self.rma_read(
-                b.addr(),
-                dst.len(),
-                self.bounce.desc(),
-                from,
-                None,
-                keep_waiting,
-            )?;
-            self.wait_all(&[slot], keep_waiting)?;
-            return b.read(0, dst).map_err(|_| invalid("bounce"));
-        }
         let (addr, len) = (dst.as_mut_ptr() as usize, dst.len());
-        // SAFETY: `dst` is borrowed until this call returns, after the wait below.
+        // SAFETY: `dst` is borrowed until this call returns, after the waits below.
         let lent = unsafe { self.lend(addr, len)? };
-        let desc = lent.as_ref().map_or(ptr::null_mut(), Mr::desc);
+        let (into, desc) = match &lent {
+            Lent::Bounce => (self.bounce.mem().addr(), self.bounce.desc()),
+            other => (addr, other.desc()),
+        };
         let step = self.step();
         let mut slots = Vec::new();
         let posted = (0..len).step_by(step).try_for_each(|at| {
             let n = step.min(len - at);
-            slots.push(self.rma_read(addr + at, n, desc, from.at(at), None, keep_waiting)?);
+            slots.push(self.rma_read(into + at, n, desc, from.at(at), None, keep_waiting)?);
             Ok(())
         });
         let waited = self.wait_all(&slots, keep_waiting);
-        posted.and(waited)
+        posted.and(waited)?;
+        match lent {
+            Lent::Bounce => self
+                .bounce
+                .mem()
+                .read(0, dst)
+                .map_err(|_| invalid("bounce")),
+            _ => Ok(()),
+        }
     }
 
     /// Inject `src` (at most the provider's inject size) to `to`: reusable at once, counted for

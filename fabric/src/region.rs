@@ -111,11 +111,56 @@ impl Drop for Mr {
     }
 }
 
-/// A registration that keeps its endpoint (and domain) open; the memory must outlive it.
+/// The regions registered on an endpoint for as long as their memory lives (window memory,
+/// alloc_mem blocks, bounce buffers), by address range: where the provider demands registered
+/// local buffers (`FI_MR_LOCAL`), a buffer inside one of them goes to the NIC with that
+/// region's descriptor, neither copied nor registered again. A region leaves before its
+/// registration closes, so a descriptor found here is open while its region is.
+#[derive(Debug, Default)]
+pub(crate) struct Registered(Vec<(usize, usize, usize)>);
+
+impl Registered {
+    fn add(&mut self, addr: usize, len: usize, desc: usize) {
+        self.0.push((addr, len, desc));
+    }
+
+    fn remove(&mut self, addr: usize, len: usize, desc: usize) {
+        if let Some(i) = self.0.iter().position(|&e| e == (addr, len, desc)) {
+            self.0.swap_remove(i);
+        }
+    }
+
+    /// The descriptor of a region holding the `len` bytes at `addr`, if one does.
+    pub(crate) fn find(&self, addr: usize, len: usize) -> Option<*mut libc::c_void> {
+        let end = addr.checked_add(len)?;
+        self.0
+            .iter()
+            .find(|&&(a, l, _)| a <= addr && end <= a.saturating_add(l))
+            .map(|&(_, _, desc)| desc as *mut libc::c_void)
+    }
+}
+
+/// A registration that keeps its endpoint (and domain) open; the memory must outlive it. It is
+/// listed in its core's [`Registered`] while it lives.
 pub(crate) struct RawRegion {
     mr: Mr,
     /// Keeps the endpoint (and its domain) open while the region is.
     core: Arc<Core>,
+    /// Where its memory is.
+    addr: usize,
+    len: usize,
+}
+
+impl Drop for RawRegion {
+    fn drop(&mut self) {
+        let desc = self.mr.desc() as usize;
+        let mut registered = self
+            .core
+            .registered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        registered.remove(self.addr, self.len, desc);
+    }
 }
 
 impl RawRegion {
@@ -129,11 +174,16 @@ impl RawRegion {
         len: usize,
         access: Access,
     ) -> Result<RawRegion, FiError> {
+        // SAFETY: the caller keeps the memory valid; the region holds the core, so the domain
+        // stays open.
+        let mr = unsafe { Mr::register(core, addr, len, access)? };
+        let mut registered = core.registered.lock().unwrap_or_else(|e| e.into_inner());
+        registered.add(addr, len, mr.desc() as usize);
         Ok(RawRegion {
-            // SAFETY: the caller keeps the memory valid; the region holds the core, so the
-            // domain stays open.
-            mr: unsafe { Mr::register(core, addr, len, access)? },
+            mr,
             core: core.clone(),
+            addr,
+            len,
         })
     }
 
@@ -210,5 +260,24 @@ impl<'a> Region<'a> {
 
     pub(crate) fn desc(&self) -> *mut libc::c_void {
         self.raw.desc()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Registered;
+
+    #[test]
+    fn buffers_inside_a_region_find_its_descriptor() {
+        let mut r = Registered::default();
+        r.add(0x1000, 0x100, 7);
+        r.add(0x4000, 0x1000, 9);
+        assert_eq!(r.find(0x1000, 0x100), Some(7 as *mut libc::c_void));
+        assert_eq!(r.find(0x4800, 8), Some(9 as *mut libc::c_void));
+        assert_eq!(r.find(0x10f8, 16), None, "crosses the end");
+        assert_eq!(r.find(0x2000, 8), None);
+        assert_eq!(r.find(usize::MAX, 2), None);
+        r.remove(0x4000, 0x1000, 9);
+        assert_eq!(r.find(0x4800, 8), None, "gone with its region");
     }
 }

@@ -62,6 +62,22 @@ fn run(provider: &str, mr_mode: MrMode) {
     region.mem().read(400_000, &mut landed).unwrap();
     assert_eq!(landed[..], big[..70_000]);
 
+    // Buffers inside memory registered on the origin's endpoint go with that registration.
+    let own = a.register(Mem::alloc(1 << 18, 4096).unwrap()).unwrap();
+    own.mem().write(0, &big[..200_000]).unwrap();
+    // SAFETY: the registered memory is this test's, not otherwise in use.
+    let from_region = unsafe { std::slice::from_raw_parts(own.mem().addr() as *const u8, 200_000) };
+    a.write(from_region, at(800_000), &live).unwrap();
+    a.flush(peer, &live).unwrap();
+    let mut landed = vec![0u8; 200_000];
+    region.mem().read(800_000, &mut landed).unwrap();
+    assert_eq!(landed[..], big[..200_000], "written from registered memory");
+    // SAFETY: as above; nothing else reads or writes it meanwhile.
+    let into_region =
+        unsafe { std::slice::from_raw_parts_mut((own.mem().addr() + 4096) as *mut u8, 100) };
+    a.read(into_region, at(4096), &live).unwrap();
+    assert_eq!(into_region[..], big[..100], "read into registered memory");
+
     // Scatter-gather: 10 runs of 8 bytes at a stride of 24 (4 runs per operation where the
     // provider allows), and a run longer than the others; read back the same way.
     assert!(a.rma_iov_limit() >= 1);

@@ -237,7 +237,8 @@ pub enum Creation {
     Allocate,
     /// Window::create over memory the benchmark lends (MPI_Win_create).
     Create,
-    /// Window::create over memory from Comm::alloc_mem (MPI_Alloc_mem, MPI_Win_create).
+    /// Window::create over memory from Comm::alloc_mem (MPI_Alloc_mem, MPI_Win_create); the
+    /// origin buffers of put and get come from alloc_mem too.
     AllocMem,
     /// Window::create_dynamic with the benchmark's memory attached (MPI_Win_create_dynamic,
     /// MPI_Win_attach); operations address the peer's memory by its address.

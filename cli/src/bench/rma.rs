@@ -94,11 +94,23 @@ pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report)
     for size in plan.sizes.iter() {
         let pass = plan.pass(kind, size);
         let times = with_window(world, plan.creation, size * count, |win, at| {
-            // Filled with non-zero bytes, so that its pages are touched before the clock starts.
-            let mut buf = vec![0x5au8; size * count];
+            // Filled with non-zero bytes, so that its pages are touched before the clock starts;
+            // from alloc_mem where the window's memory is (registered with the NIC ahead).
+            let (mut plain, mut special);
+            let buf: &mut [u8] = match plan.creation {
+                Creation::AllocMem => {
+                    special = world.alloc_mem::<u8>(size * count, &Info::new())?;
+                    special.fill(0x5a);
+                    &mut special[..]
+                }
+                _ => {
+                    plain = vec![0x5au8; size * count];
+                    &mut plain[..]
+                }
+            };
             repeat(plan.repetitions, pass, |p| match (put, kind) {
-                (true, Kind::Latency) => epochs(win, how, p, |w, t| w.put(&buf, t, at)),
-                (false, Kind::Latency) => epochs(win, how, p, |w, t| w.get(&mut buf, t, at)),
+                (true, Kind::Latency) => epochs(win, how, p, |w, t| w.put(buf, t, at)),
+                (false, Kind::Latency) => epochs(win, how, p, |w, t| w.get(buf, t, at)),
                 (true, Kind::Bandwidth) => epochs(win, how, p, |w, t| {
                     buf.chunks_exact(size)
                         .enumerate()
