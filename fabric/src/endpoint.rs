@@ -92,7 +92,6 @@ impl Endpoint {
             track: Mutex::new(Track::default()),
             registered: Mutex::new(Registered::default()),
             active: AtomicU64::new(0),
-            epoch: Instant::now(),
         };
         // SAFETY: the domain is open and `info` is its provider's fi_info; each out-pointer is
         // closed by Core's Drop, also when a later step fails.
@@ -148,9 +147,9 @@ impl Endpoint {
             std::thread::Builder::new()
                 .name("onesided-progress".into())
                 .spawn(move || {
-                    let c = c;
+                    let (c, mut seen) = (c, 0);
                     while !stop.load(Ordering::Acquire) {
-                        c.0.serve();
+                        c.0.serve(&mut seen);
                     }
                 })
                 .map_err(|e| {
@@ -430,7 +429,8 @@ pub enum Waiting {
 struct Patience<'a> {
     core: &'a Core,
     keep_waiting: &'a dyn Fn() -> Waiting,
-    checked: Instant,
+    /// When `keep_waiting` was last asked (the first look at the clock, at first).
+    checked: Option<Instant>,
     backoff: Backoff,
     idle: bool,
     rounds: u32,
@@ -442,7 +442,7 @@ impl<'a> Patience<'a> {
         Patience {
             core,
             keep_waiting,
-            checked: Instant::now(),
+            checked: None,
             backoff: Backoff::new(),
             idle: false,
             rounds: 0,
@@ -457,13 +457,15 @@ impl<'a> Patience<'a> {
         if self.idle {
             self.core.touch();
             self.core.wait();
-        } else if spinning {
-            std::hint::spin_loop();
-        } else {
+        } else if !spinning {
             self.backoff.snooze();
         }
         let look = !spinning || self.idle || self.rounds.is_multiple_of(CLOCK_EVERY);
-        if look && self.checked.elapsed() >= CHECK_EVERY {
+        if !look {
+            return Ok(());
+        }
+        let checked = *self.checked.get_or_insert_with(Instant::now);
+        if checked.elapsed() >= CHECK_EVERY {
             match (self.keep_waiting)() {
                 Waiting::GiveUp => {
                     return Err(FiError::with_detail(
@@ -474,7 +476,7 @@ impl<'a> Patience<'a> {
                 }
                 w => self.idle = w == Waiting::Idle,
             }
-            self.checked = Instant::now();
+            self.checked = Some(Instant::now());
         }
         Ok(())
     }
