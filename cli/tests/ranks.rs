@@ -326,6 +326,7 @@ static SCENARIOS: &[Scenario] = &[
         &[2],
     ),
     flavored("noncontig::layouts", noncontig::layouts, &[2, 3]),
+    flavored("noncontig::single_runs", noncontig::single_runs, &[2, 3]),
     flavored(
         "noncontig::target_computes",
         noncontig::target_computes,

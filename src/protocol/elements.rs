@@ -138,6 +138,33 @@ impl Layout {
     pub fn runs(&self) -> usize {
         self.runs.len()
     }
+
+    /// The first element of its only run, where it has exactly one.
+    pub(crate) fn single(&self) -> Option<usize> {
+        match self.runs[..] {
+            [r] => Some(r.start),
+            _ => None,
+        }
+    }
+
+    /// Its runs in transfer order, as (first element, elements).
+    pub(crate) fn spans(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.runs.iter().map(|r| (r.start, r.len))
+    }
+}
+
+/// MPI_ERR_COUNT unless `origin` and `target` move as many elements.
+pub fn same_count(origin: &Layout, target: &Layout) -> Result<()> {
+    if origin.count != target.count {
+        return Err(Error::new(
+            ErrorClass::Count,
+            format!(
+                "origin layout moves {} elements, target layout {}",
+                origin.count, target.count
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A piece of a transfer contiguous on both sides: `len` elements from element `origin` of the
@@ -155,15 +182,7 @@ pub struct Segment {
 /// Cut `origin` and `target` into segments contiguous on both sides, in transfer order;
 /// MPI_ERR_COUNT unless they move as many elements.
 pub fn pair(origin: &Layout, target: &Layout) -> Result<Vec<Segment>> {
-    if origin.count != target.count {
-        return Err(Error::new(
-            ErrorClass::Count,
-            format!(
-                "origin layout moves {} elements, target layout {}",
-                origin.count, target.count
-            ),
-        ));
-    }
+    same_count(origin, target)?;
     let mut out = Vec::with_capacity(origin.runs.len().max(target.runs.len()));
     let (mut o, mut t) = (origin.runs.iter(), target.runs.iter());
     let (mut a, mut b) = (o.next().copied(), t.next().copied());

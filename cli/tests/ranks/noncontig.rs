@@ -23,6 +23,44 @@ fn layout(r: onesided::Result<Layout>) -> Result<Layout, String> {
     r.ctx("building a layout")
 }
 
+/// One side a single run: each rank puts every other element of a buffer into 6 consecutive
+/// elements of its right neighbour, reads them back into every other element and straight into
+/// a contiguous buffer, and the neighbour finds the left rank's elements in place.
+pub fn single_runs(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let spread = layout(Layout::vector(6, 1, 2))?;
+    let six = Layout::contiguous(6);
+    with_window(world, flavor, 16 * 8, 8, &Info::new(), |win| {
+        win.fence(Assert::NONE).ctx("fence")?;
+        let src: Vec<u64> = (0..12).map(|i| tag(me, i)).collect();
+        win.put_layout(&src, &spread, right, 10, &six)
+            .ctx("put into one run")?;
+        win.fence(Assert::NONE).ctx("fence")?;
+        let mine = local_u64(win, 16)?;
+        let want: Vec<u64> = (0..6).map(|i| tag(left, 2 * i)).collect();
+        ensure_eq!(mine[10..16], want[..], "the run at rank {me}");
+        ensure!(
+            mine[..10].iter().all(|&v| v == 0),
+            "before the run: {mine:?}"
+        );
+        let mut back = vec![0u64; 12];
+        win.get_layout(&mut back, &spread, right, 10, &six)
+            .ctx("get of one run into every other element")?;
+        let mut straight = vec![0u64; 6];
+        win.get_layout(&mut straight, &six, right, 10, &six)
+            .ctx("get of one run into one run")?;
+        win.fence(Assert::NOSUCCEED).ctx("fence")?;
+        for (i, &v) in back.iter().enumerate() {
+            let want = if i % 2 == 0 { tag(me, i) } else { 0 };
+            ensure_eq!(v, want, "element {i} read back");
+        }
+        let sent: Vec<u64> = (0..6).map(|i| tag(me, 2 * i)).collect();
+        ensure_eq!(straight, sent, "one run read into one run");
+        Ok(())
+    })
+}
+
 /// Each rank writes its right neighbour's column `me % COLS` from a contiguous buffer and a
 /// 2 x 3 box at row 3, column 4 from every other element of a buffer; under the next fence it
 /// reads its left neighbour's column back into every other element. Every rank adds 1 under
