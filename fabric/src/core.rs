@@ -10,17 +10,17 @@ use crate::track::{Context, Track};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the progress thread blocks in one `fi_cq_sread` before it looks again at its stop
 /// flag and at the owner's activity.
 const PROGRESS_WAIT_MS: i32 = 1;
-/// The progress thread stands aside while the owning thread has driven the endpoint since its
-/// last look, and looks again this much later: two threads polling one endpoint contend for its
-/// lock and wake each other, which doubled the latency of put + flush over tcp;ofi_rxm (12 us
-/// alone, 25 us with both). At 200 us those wake-ups on the owner's core still cost 10-20% of
-/// that latency, at 1 ms they are lost in the noise, and a target that stops calling in is
-/// served again within 2 ms.
+/// The progress thread stands aside while the owning thread has driven the endpoint this
+/// recently: two threads polling one endpoint contend for its lock and wake each other, which
+/// doubled the latency of put + flush over tcp;ofi_rxm (12 us alone, 25 us with both). It is
+/// also how often the standing-aside thread wakes to look: at 200 us those wake-ups on the
+/// owner's core still cost 10-20% of that latency, at 1 ms they are lost in the noise, and a
+/// target that stops calling in is served again within 1 ms.
 const HOLDOFF: Duration = Duration::from_millis(1);
 /// Completion entries read from the queue at once.
 const BATCH: usize = 16;
@@ -38,10 +38,12 @@ pub(crate) struct Core {
     pub(crate) track: Mutex<Track<Staged>>,
     /// The regions registered on this endpoint, by address range.
     pub(crate) registered: Mutex<Registered>,
-    /// How many times the owning thread has issued or waited for an operation: a count, not a
-    /// clock, so that noting it costs a store where the owner polls (a clock read per poll was
-    /// a tenth of a target's time in its progress loop).
+    /// When the owning thread last issued or waited for an operation (nanoseconds since
+    /// `epoch`). A time, not a count of calls: with a count, the progress thread stood aside
+    /// from an owner that polls only now and then (on a crowded node), and exclusive locks
+    /// amid shared lockers waited up to twice as long (`stress::exclusive_amid_shared`).
     pub(crate) active: AtomicU64,
+    pub(crate) epoch: Instant,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.
@@ -50,21 +52,24 @@ unsafe impl Send for Core {}
 unsafe impl Sync for Core {}
 
 impl Core {
-    /// Note that the owning thread is driving the endpoint now (only that thread writes the
-    /// count).
+    /// Note that the owning thread is driving the endpoint now.
     pub(crate) fn touch(&self) {
-        let n = self.active.load(Ordering::Relaxed);
-        self.active.store(n.wrapping_add(1), Ordering::Relaxed);
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        self.active.store(now, Ordering::Relaxed);
     }
 
-    /// One round of the progress thread, which saw the owner's count at `seen`: stand aside
-    /// for [`HOLDOFF`] when the owner has driven the endpoint since, else block until traffic
-    /// arrives (or a short timeout), serving the target side meanwhile.
-    pub(crate) fn serve(&self, seen: &mut u64) {
-        let now = self.active.load(Ordering::Relaxed);
-        if now != *seen {
-            *seen = now;
-            std::thread::sleep(HOLDOFF);
+    /// How long ago the owning thread last drove the endpoint.
+    pub(crate) fn idle(&self) -> Duration {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        Duration::from_nanos(now.saturating_sub(self.active.load(Ordering::Relaxed)))
+    }
+
+    /// One round of the progress thread: stand aside while the owner is active, else block
+    /// until traffic arrives (or a short timeout), serving the target side meanwhile.
+    pub(crate) fn serve(&self) {
+        let idle = self.idle();
+        if idle < HOLDOFF {
+            std::thread::sleep(HOLDOFF - idle);
         } else {
             self.wait();
         }

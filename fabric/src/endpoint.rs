@@ -92,6 +92,7 @@ impl Endpoint {
             track: Mutex::new(Track::default()),
             registered: Mutex::new(Registered::default()),
             active: AtomicU64::new(0),
+            epoch: Instant::now(),
         };
         // SAFETY: the domain is open and `info` is its provider's fi_info; each out-pointer is
         // closed by Core's Drop, also when a later step fails.
@@ -147,9 +148,9 @@ impl Endpoint {
             std::thread::Builder::new()
                 .name("onesided-progress".into())
                 .spawn(move || {
-                    let (c, mut seen) = (c, 0);
+                    let c = c;
                     while !stop.load(Ordering::Acquire) {
-                        c.0.serve(&mut seen);
+                        c.0.serve();
                     }
                 })
                 .map_err(|e| {
