@@ -87,11 +87,6 @@ impl Epochs {
         })
     }
 
-    /// Whether this origin holds any target's lock word.
-    pub fn holds_words(&self) -> bool {
-        self.passive.holds_words()
-    }
-
     /// A lazy lock_all epoch now holds `target`'s shared lock word.
     pub fn taken(&mut self, target: usize) {
         self.passive.taken(target);

@@ -94,16 +94,6 @@ impl Passive {
         }
     }
 
-    /// Whether this origin holds any target's lock word (a lock taken with its word, or a word
-    /// a lock_all epoch took).
-    pub fn holds_words(&self) -> bool {
-        self.locks.iter().any(|l| l.is_some_and(|h| h.word))
-            || self
-                .all
-                .as_ref()
-                .is_some_and(|a| a.taken.iter().any(|&t| t))
-    }
-
     /// The lazy lock_all epoch now holds `target`'s shared lock word.
     pub fn taken(&mut self, target: usize) {
         if let Some(t) = self.all.as_mut().and_then(|a| a.taken.get_mut(target)) {

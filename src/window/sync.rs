@@ -123,31 +123,22 @@ impl Window<'_> {
     }
 
     /// Take `kind` on `target`'s lock word, backing off while it is held in conflict.
-    /// Take `target`'s lock word as `kind`; `past_claims`: this origin holds other lock words
-    /// (lock_all), so it waits only for a granted exclusive lock, not for standing claims.
-    fn acquire(&self, kind: LockType, target: usize, past_claims: bool) -> Result<()> {
+    fn acquire(&self, kind: LockType, target: usize) -> Result<()> {
         let t = self.atomic_route();
         let watch = || self.watch_all();
         let word = |op| t.amo(target, Space::Control, layout::LOCK, op);
         wait::retry(&watch, || {
-            let old = word(lockword::acquire(kind))?;
-            match lockword::outcome(kind, past_claims, old) {
+            match lockword::outcome(kind, word(lockword::acquire(kind))?) {
                 Outcome::Acquired => Ok(Some(())),
                 Outcome::BackOut(undo) => word(undo).map(|_| None),
                 Outcome::Drain => {
-                    let held = wait::retry(&watch, || {
-                        if !lockword::drained(word(Amo::Load)?) {
-                            return Ok(None);
-                        }
-                        if lockword::granted(word(lockword::grant())?) {
-                            return Ok(Some(()));
-                        }
-                        word(lockword::ungrant()).map(|_| None)
+                    let drained = wait::retry(&watch, || {
+                        Ok(lockword::drained(word(Amo::Load)?).then_some(()))
                     });
-                    if held.is_err() {
-                        let _ = word(lockword::withdraw());
+                    if drained.is_err() {
+                        let _ = word(lockword::release(kind));
                     }
-                    held.map(Some)
+                    drained.map(Some)
                 }
             }
         })
@@ -198,8 +189,7 @@ impl Window<'_> {
             self.epochs.borrow().may_lock(target)?;
             let word = !assert.contains(Assert::NOCHECK);
             if word {
-                let others = self.epochs.borrow().holds_words();
-                self.acquire(kind, target, others)?;
+                self.acquire(kind, target)?;
             }
             self.epochs.borrow_mut().lock(kind, target, word)
         })
@@ -236,7 +226,7 @@ impl Window<'_> {
                 false => (AllWords::Lazy, self.loaded_targets()),
             };
             for (i, &target) in now.iter().enumerate() {
-                if let Err(e) = self.acquire(LockType::Shared, target, i > 0) {
+                if let Err(e) = self.acquire(LockType::Shared, target) {
                     for &held in &now[..i] {
                         let _ = self.release_lock(LockType::Shared, held);
                     }
@@ -274,8 +264,7 @@ impl Window<'_> {
         };
         drop(epochs);
         if access == Access::TakeWord {
-            let others = self.epochs.borrow().holds_words();
-            self.acquire(LockType::Shared, target, others)?;
+            self.acquire(LockType::Shared, target)?;
             self.epochs.borrow_mut().taken(target);
         }
         Ok(())
