@@ -148,7 +148,7 @@ impl Layout {
     }
 
     /// Its runs in transfer order, as (first element, elements).
-    pub(crate) fn spans(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+    pub(crate) fn spans(&self) -> impl Iterator<Item = (usize, usize)> + Clone + '_ {
         self.runs.iter().map(|r| (r.start, r.len))
     }
 }

@@ -77,16 +77,7 @@ fn pieces(segments: &[Segment], off: usize, size: usize) -> Vec<Piece<'_>> {
 fn gather<'b>(src: &'b [u8], segs: &[Segment], size: usize) -> Cow<'b, [u8]> {
     match segs {
         [s] => Cow::Borrowed(&src[bytes(s.origin, s.len, size)]),
-        _ => {
-            let mut packed = vec![0u8; segs.iter().map(|s| s.len * size).sum()];
-            let mut k = 0;
-            for s in segs {
-                let n = s.len * size;
-                copy(&mut packed[k..k + n], &src[bytes(s.origin, s.len, size)]);
-                k += n;
-            }
-            Cow::Owned(packed)
-        }
+        _ => Cow::Owned(pack(src, segs.iter().map(|s| (s.origin, s.len)), size)),
     }
 }
 
@@ -94,17 +85,46 @@ fn gather<'b>(src: &'b [u8], segs: &[Segment], size: usize) -> Cow<'b, [u8]> {
 fn gather_spans<'b>(src: &'b [u8], layout: &Layout, size: usize) -> Cow<'b, [u8]> {
     match layout.single() {
         Some(at) => Cow::Borrowed(&src[bytes(at, layout.count(), size)]),
-        None => {
-            let mut packed = vec![0u8; layout.count() * size];
-            let mut k = 0;
-            for (at, len) in layout.spans() {
-                let n = len * size;
-                copy(&mut packed[k..k + n], &src[at * size..at * size + n]);
-                k += n;
-            }
-            Cow::Owned(packed)
-        }
+        None => Cow::Owned(pack(src, layout.spans(), size)),
     }
+}
+
+/// The elements of `src` in `runs` (first element, elements), one after the other.
+fn pack(src: &[u8], runs: impl Iterator<Item = (usize, usize)> + Clone, size: usize) -> Vec<u8> {
+    let mut packed = vec![0u8; runs.clone().map(|(_, len)| len * size).sum()];
+    let mut k = 0;
+    for (at, len) in runs {
+        let n = len * size;
+        copy(&mut packed[k..k + n], &src[bytes(at, len, size)]);
+        k += n;
+    }
+    packed
+}
+
+/// Unpack `data` (the elements of `runs`, as [`pack`] lays them out) into `dst`.
+fn unpack(dst: &mut [u8], runs: impl Iterator<Item = (usize, usize)>, size: usize, data: &[u8]) {
+    let mut k = 0;
+    for (at, len) in runs {
+        let n = len * size;
+        copy(&mut dst[bytes(at, len, size)], &data[k..k + n]);
+        k += n;
+    }
+}
+
+/// `buf` cut, from its start, into consecutive pieces of the byte lengths of `runs`, each
+/// with its byte offset at the target: where the runs' data lands.
+fn split_runs(
+    buf: &mut [u8],
+    runs: impl Iterator<Item = (usize, usize)>,
+) -> Vec<(usize, &mut [u8])> {
+    let mut rest = buf;
+    let mut out = Vec::new();
+    for (at, len) in runs {
+        let (run, tail) = std::mem::take(&mut rest).split_at_mut(len);
+        out.push((at, run));
+        rest = tail;
+    }
+    out
 }
 
 /// `dst.copy_from_slice(src)`, with the sizes of single elements copied inline (a library call
@@ -116,26 +136,6 @@ fn copy(dst: &mut [u8], src: &[u8]) {
         4 => dst[..4].copy_from_slice(&src[..4]),
         16 => dst[..16].copy_from_slice(&src[..16]),
         _ => dst.copy_from_slice(src),
-    }
-}
-
-/// Unpack `data` (the elements `layout` selects, in order) into `dst`.
-fn scatter_spans(dst: &mut [u8], layout: &Layout, size: usize, data: &[u8]) {
-    let mut k = 0;
-    for (at, len) in layout.spans() {
-        let n = len * size;
-        copy(&mut dst[at * size..at * size + n], &data[k..k + n]);
-        k += n;
-    }
-}
-
-/// Unpack `data` (the bytes of `segs` in order) into `dst`.
-fn scatter(dst: &mut [u8], segs: &[Segment], size: usize, data: &[u8]) {
-    let mut k = 0;
-    for s in segs {
-        let n = s.len * size;
-        copy(&mut dst[bytes(s.origin, s.len, size)], &data[k..k + n]);
-        k += n;
     }
 }
 
@@ -241,33 +241,23 @@ impl Window<'_> {
                 (None, Some(t)) => {
                     let mut packed = vec![0u8; count * size];
                     let read = route.get(target, space, off + t * size, &mut packed);
-                    let read = read.map(|()| scatter_spans(dst, into, size, &packed));
+                    let read = read.map(|()| unpack(dst, into.spans(), size, &packed));
                     (1, read)
                 }
                 (Some(o), None) => {
-                    let mut rest = &mut dst[bytes(o, count, size)];
-                    let mut runs = Vec::with_capacity(from.runs());
-                    for (at, len) in from.spans() {
-                        let (run, tail) = std::mem::take(&mut rest).split_at_mut(len * size);
-                        runs.push((off + at * size, run));
-                        rest = tail;
-                    }
+                    let spans = from.spans().map(|(at, len)| (off + at * size, len * size));
+                    let mut runs = split_runs(&mut dst[bytes(o, count, size)], spans);
                     (runs.len(), route.get_runs(target, space, &mut runs))
                 }
                 (None, None) => {
                     let segments = pair(into, from)?;
                     let pieces = pieces(&segments, off, size);
                     let mut packed = vec![0u8; count * size];
-                    let mut rest = &mut packed[..];
-                    let mut runs = Vec::with_capacity(pieces.len());
-                    for p in &pieces {
-                        let (run, tail) = std::mem::take(&mut rest).split_at_mut(p.len * size);
-                        runs.push((p.at, run));
-                        rest = tail;
-                    }
-                    let read = route.get_runs(target, space, &mut runs);
+                    let spans = pieces.iter().map(|p| (p.at, p.len * size));
+                    let read = route.get_runs(target, space, &mut split_runs(&mut packed, spans));
                     // The pieces' segments, in order, are the whole transfer's.
-                    let read = read.map(|()| scatter(dst, &segments, size, &packed));
+                    let origin = segments.iter().map(|s| (s.origin, s.len));
+                    let read = read.map(|()| unpack(dst, origin, size, &packed));
                     (pieces.len(), read)
                 }
             };
