@@ -51,9 +51,8 @@ impl Endpoint {
             staged.write(at, b)?;
             at += b.len();
         }
-        let lens: Vec<usize> = pieces.iter().map(|(_, b)| b.len()).collect();
-        let offsets: Vec<usize> = pieces.iter().map(|&(o, _)| o).collect();
-        self.post_runs(&offsets, &lens, to, staged, false, keep_waiting)
+        let runs: Vec<(usize, usize)> = pieces.iter().map(|&(o, b)| (o, b.len())).collect();
+        self.post_runs(&runs, to, staged, false, keep_waiting)
     }
 
     /// Start reading each `(offset, len)` of `runs` from `from` into a buffer the endpoint owns,
@@ -67,28 +66,24 @@ impl Endpoint {
     ) -> Result<Ticket, FiError> {
         let total = runs.iter().map(|&(_, n)| n).sum();
         let staged = Staged::new(&self.core, total, self.local_mr)?;
-        let lens: Vec<usize> = runs.iter().map(|&(_, n)| n).collect();
-        let offsets: Vec<usize> = runs.iter().map(|&(o, _)| o).collect();
-        self.post_runs(&offsets, &lens, from, staged, true, keep_waiting)
+        self.post_runs(runs, from, staged, true, keep_waiting)
     }
 
-    /// Post the operations of ranges `lens` long at `offsets` from `remote`, their local side
+    /// Post the operations of the `(offset, len)` ranges `runs` from `remote`, their local side
     /// consecutive in `staged`: reads when `read`, else writes. A range longer than the largest
     /// message is split first.
     fn post_runs(
         &self,
-        offsets: &[usize],
-        lens: &[usize],
+        runs: &[(usize, usize)],
         remote: Remote,
         staged: Staged,
         read: bool,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Ticket, FiError> {
         let step = self.step();
-        let ranges: Vec<(usize, usize)> = offsets
+        let ranges: Vec<(usize, usize)> = runs
             .iter()
-            .zip(lens)
-            .flat_map(|(&o, &n)| (0..n).step_by(step).map(move |k| (o + k, step.min(n - k))))
+            .flat_map(|&(o, n)| (0..n).step_by(step).map(move |k| (o + k, step.min(n - k))))
             .collect();
         let sizes: Vec<usize> = ranges.iter().map(|&(_, n)| n).collect();
         let mut t = self.ticket(Vec::new(), read.then(|| staged.clone()), 0);
