@@ -196,7 +196,10 @@ impl Reached<'_, '_> {
             Reached::Own(m) => m.len(),
             Reached::Process(p) => p.len(),
         };
-        match ranges.find(|&(offset, len)| offset.checked_add(len).is_none_or(|e| e > limit)) {
+        let outside = |&(offset, len): &(usize, usize)| {
+            layout::offset_in(0, limit as u64, offset as u64, len as u64).is_none()
+        };
+        match ranges.find(outside) {
             Some((offset, len)) => Err(Error::from(OutOfRange { offset, len, limit })),
             None => Ok(()),
         }
