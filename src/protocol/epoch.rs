@@ -7,7 +7,7 @@
 //! 12.5.3 (lock)
 
 use crate::error::Result;
-use crate::protocol::lockword::LockType;
+use crate::protocol::lockword::{LockType, Mode};
 use crate::protocol::passive::{Access, AllWords, Held, Passive};
 use crate::protocol::pscw::{PostWait, Pscw};
 use crate::protocol::sync_err;
@@ -87,9 +87,14 @@ impl Epochs {
         })
     }
 
-    /// A lazy lock_all epoch now holds `target`'s shared lock word.
-    pub fn taken(&mut self, target: usize) {
-        self.passive.taken(target);
+    /// The lock_all epoch now holds `target`'s shared lock word, taken in `mode`.
+    pub fn taken(&mut self, target: usize, mode: Mode) {
+        self.passive.taken(target, mode);
+    }
+
+    /// The mode in which a lock of `kind` takes its word now.
+    pub fn lock_mode(&self, kind: LockType) -> Mode {
+        self.passive.mode(kind)
     }
 
     /// A fence with `nosucceed` / `noprecede` asserts (already validated for the call).
@@ -148,8 +153,8 @@ impl Epochs {
     }
 
     /// Begin a lock epoch on `target` (which closes a fence epoch without RMA calls); `word`:
-    /// the target's lock word was taken (not under NOCHECK).
-    pub fn lock(&mut self, kind: LockType, target: usize, word: bool) -> Result<()> {
+    /// how the target's lock word was taken (`None` under NOCHECK).
+    pub fn lock(&mut self, kind: LockType, target: usize, word: Option<Mode>) -> Result<()> {
         self.may_lock(target)?;
         self.passive.lock(target, Held { kind, word })?;
         self.fence = Fence::Closed;
@@ -181,8 +186,9 @@ impl Epochs {
         Ok(())
     }
 
-    /// End the lock_all epoch; returns the targets whose shared lock words it holds.
-    pub fn unlock_all(&mut self) -> Result<Vec<usize>> {
+    /// End the lock_all epoch; returns the targets whose shared lock words it holds, with how
+    /// each was taken.
+    pub fn unlock_all(&mut self) -> Result<Vec<(usize, Mode)>> {
         self.passive.unlock_all()
     }
 
@@ -311,12 +317,14 @@ mod tests {
     #[test]
     fn lock_covers_only_its_target() {
         let mut e = Epochs::new(3);
-        e.lock(LockType::Shared, 1, true).unwrap();
+        e.lock(LockType::Shared, 1, Some(Mode::Shared)).unwrap();
         e.access(1).unwrap();
         assert!(e.access(2).is_err());
         assert!(e.passive_access(1).is_ok());
         assert_eq!(
-            e.lock(LockType::Exclusive, 1, true).unwrap_err().class(),
+            e.lock(LockType::Exclusive, 1, Some(Mode::Exclusive))
+                .unwrap_err()
+                .class(),
             ErrorClass::RmaSync
         );
         assert_eq!(
@@ -331,7 +339,9 @@ mod tests {
         assert_eq!(e.unlock(1).unwrap().kind, LockType::Shared);
         assert_eq!(e.unlock(1).unwrap_err().class(), ErrorClass::RmaSync);
         assert_eq!(
-            e.lock(LockType::Shared, 3, true).unwrap_err().class(),
+            e.lock(LockType::Shared, 3, Some(Mode::Shared))
+                .unwrap_err()
+                .class(),
             ErrorClass::Rank
         );
         e.free().unwrap();
@@ -347,7 +357,7 @@ mod tests {
         e.access(0).unwrap();
         e.flush(1).unwrap();
         e.flush_all().unwrap();
-        assert!(e.lock(LockType::Shared, 0, true).is_err());
+        assert!(e.lock(LockType::Shared, 0, Some(Mode::Shared)).is_err());
         e.unlock_all().unwrap();
         assert!(e.flush_all().is_err());
     }
@@ -356,7 +366,8 @@ mod tests {
     fn unused_fence_epoch_gives_way_to_lock() {
         let mut e = Epochs::new(2);
         e.fence(true, false).unwrap();
-        e.lock(LockType::Exclusive, 0, true).unwrap();
+        e.lock(LockType::Exclusive, 0, Some(Mode::Exclusive))
+            .unwrap();
         e.unlock(0).unwrap();
         assert!(
             e.access(0).is_err(),
@@ -365,7 +376,7 @@ mod tests {
         e.fence(false, false).unwrap();
         e.access(0).unwrap();
         e.issued();
-        assert!(e.lock(LockType::Shared, 0, true).is_err());
+        assert!(e.lock(LockType::Shared, 0, Some(Mode::Shared)).is_err());
         assert!(e.free().is_err());
         e.fence(false, false).unwrap();
         e.free().unwrap();
@@ -412,7 +423,7 @@ mod tests {
     #[test]
     fn issued_outside_a_fence_epoch_changes_nothing() {
         let mut e = Epochs::new(2);
-        e.lock(LockType::Shared, 1, true).unwrap();
+        e.lock(LockType::Shared, 1, Some(Mode::Shared)).unwrap();
         e.access(1).unwrap();
         e.issued();
         e.unlock(1).unwrap();
@@ -463,7 +474,7 @@ mod tests {
     #[test]
     fn start_and_post_refuse_other_open_epochs() {
         let mut e = Epochs::new(2);
-        e.lock(LockType::Shared, 1, true).unwrap();
+        e.lock(LockType::Shared, 1, Some(Mode::Shared)).unwrap();
         assert_eq!(
             e.start(&[1], false).unwrap_err().class(),
             ErrorClass::RmaSync

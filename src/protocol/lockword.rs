@@ -1,20 +1,44 @@
-//! The lock word of a window target, driven by remote fetch-adds (as in foMPI and Open MPI
+//! The lock word of a window target, driven by remote atomics (as in foMPI and Open MPI
 //! osc/rdma): one atomic takes an uncontended lock, shared or exclusive.
 //!
-//! The low 32 bits count shared holders (and shared attempts in flight); the high 32 bits count
-//! exclusive claims. A shared attempt adds 1 and backs out (adds -1) if it saw a claim. An
-//! exclusive attempt adds `EXCLUSIVE`: if it saw nothing it holds the lock; if it saw another
-//! claim it backs out; if it saw only shared holders, its claim stands (new shared attempts now
-//! back out) and it waits for the shared count to drain to 0. Writers therefore cannot be
-//! starved by a stream of readers. Releases are fetch-adds, never stores, because attempts in
-//! flight change the word at any time.
+//! The word holds four fields: a count of shared holders and shared attempts in flight
+//! ([`SHARED`] units), a count of shared holders that passed a standing claim ([`PAST`] units),
+//! a flag set while an exclusive lock is granted ([`GRANTED`]), and a count of exclusive claims
+//! ([`CLAIM`] units).
+//!
+//! - **Shared** ([`Mode::Shared`]): add [`SHARED`]; back out (subtract it) if any claim stood.
+//! - **Exclusive** ([`Mode::Exclusive`]): compare-and-swap the free word to [`EXCLUSIVE`] (a
+//!   claim, granted). Else add [`CLAIM`]: if another claim stood, back out; if only readers
+//!   held the word, the claim stands, so new shared attempts back out and a stream of readers
+//!   cannot starve the writer. A standing claim waits until the readers are gone, then adds
+//!   [`GRANTED`] and holds the lock if no [`PAST`] reader came in meanwhile (else it takes the
+//!   flag back and waits again).
+//! - **Shared past claims** ([`Mode::SharedPast`]): an origin that already holds other lock
+//!   words (a lazy lock_all epoch at its next target, a second lock) must not wait behind a
+//!   claim: two such epochs and two exclusive claims could wait on each other in a cycle (A
+//!   holds B's word and waits behind F's claim on D, F waits for G's share of D, G holds D
+//!   and waits behind C's claim on B, C waits for A's share of B). It adds [`PAST`] and backs
+//!   out only of a granted lock, whose holder waits for nothing.
+//!
+//! Releases are fetch-adds, never stores, because attempts in flight change the word at any
+//! time. An attempt is the I/O-free state machine [`Taking`]: the window issues the atomic it
+//! names and feeds back the old value.
 //!
 //! # MPI-4.1: 12.5.3
 
-/// One exclusive claim.
-pub const EXCLUSIVE: u64 = 1 << 32;
-/// The shared-holder count.
-const SHARED_MASK: u64 = EXCLUSIVE - 1;
+/// One shared holder (or shared attempt in flight).
+pub const SHARED: u64 = 1;
+/// One shared holder that passed a standing claim ([`Mode::SharedPast`]).
+pub const PAST: u64 = 1 << 20;
+/// Set while an exclusive claim holds the lock.
+pub const GRANTED: u64 = 1 << 40;
+/// One exclusive claim (standing, granted or backing out).
+pub const CLAIM: u64 = 1 << 41;
+/// The word of a target locked exclusively: one claim, granted.
+pub const EXCLUSIVE: u64 = CLAIM | GRANTED;
+const SHARED_MASK: u64 = PAST - 1;
+const PAST_MASK: u64 = (GRANTED - 1) & !SHARED_MASK;
+const CLAIMS: u64 = !(CLAIM - 1);
 
 /// The kind of lock. # MPI-4.1: 12.5.3 (MPI_LOCK_SHARED, MPI_LOCK_EXCLUSIVE)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,129 +89,148 @@ pub enum Amo {
     Load,
 }
 
-/// The atomic that tries to take the lock.
-pub fn acquire(kind: LockType) -> Amo {
-    match kind {
-        LockType::Shared => Amo::FetchAdd(1),
-        LockType::Exclusive => Amo::FetchAdd(EXCLUSIVE),
+/// How an origin takes a lock word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// An exclusive lock.
+    Exclusive,
+    /// A shared lock by an origin that holds no other lock word: it waits behind a standing
+    /// exclusive claim.
+    Shared,
+    /// A shared lock by an origin that holds other lock words: it passes standing claims and
+    /// waits only for a granted exclusive lock.
+    SharedPast,
+}
+
+impl Mode {
+    /// The shared mode for an origin that holds other lock words (`holding`) or none.
+    pub fn shared(holding: bool) -> Mode {
+        match holding {
+            true => Mode::SharedPast,
+            false => Mode::Shared,
+        }
+    }
+
+    /// What this mode adds to the word while it holds the lock.
+    fn unit(self) -> u64 {
+        match self {
+            Mode::Exclusive => EXCLUSIVE,
+            Mode::Shared => SHARED,
+            Mode::SharedPast => PAST,
+        }
+    }
+
+    /// The atomic that releases a lock taken in this mode.
+    pub fn release(self) -> Amo {
+        Amo::FetchAdd(self.unit().wrapping_neg())
     }
 }
 
-/// What an attempt has to do next, given the old value its atomic returned.
+/// Where an attempt stands: which atomic it issues next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The lock is held.
-    Acquired,
-    /// The attempt lost: undo it with this atomic, then retry later.
+enum Step {
+    /// The first atomic of a try.
+    Try,
+    /// Exclusive, the word was not free: place a claim.
+    Claim,
+    /// Undo what the try added, then try again later.
     BackOut(Amo),
-    /// The exclusive claim stands: wait until [`drained`] holds for the word, then the lock is held.
-    Drain,
+    /// A standing claim reads the word until its readers are gone. `readers_gone`: the shared
+    /// holders from before the claim have left (later [`SHARED`] adds only back out), so only
+    /// [`PAST`] holders are waited for.
+    Drain { readers_gone: bool },
+    /// The drained claim marks itself granted.
+    Grant,
+    /// A [`PAST`] holder came in before the mark: take it back.
+    Ungrant,
 }
 
-/// The outcome of an attempt of `kind` whose atomic returned `old`.
-pub fn outcome(kind: LockType, old: u64) -> Outcome {
-    let claimed = old & !SHARED_MASK != 0;
-    match kind {
-        LockType::Shared if claimed => Outcome::BackOut(Amo::FetchAdd(u64::MAX)),
-        LockType::Shared => Outcome::Acquired,
-        LockType::Exclusive if claimed => Outcome::BackOut(release(LockType::Exclusive)),
-        LockType::Exclusive if old == 0 => Outcome::Acquired,
-        LockType::Exclusive => Outcome::Drain,
+/// What the caller does after feeding an old value to [`Taking::advance`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// The lock is held.
+    Held,
+    /// Issue [`Taking::amo`] at once.
+    Now,
+    /// Back off, then issue [`Taking::amo`].
+    Later,
+}
+
+/// One origin's attempt to take a lock word in a [`Mode`].
+#[derive(Debug, Clone)]
+pub struct Taking {
+    mode: Mode,
+    step: Step,
+}
+
+impl Taking {
+    /// An attempt that has issued nothing yet.
+    pub fn new(mode: Mode) -> Taking {
+        Taking {
+            mode,
+            step: Step::Try,
+        }
     }
-}
 
-/// Whether no shared holder is left, so that a standing exclusive claim holds the lock.
-pub fn drained(word: u64) -> bool {
-    word & SHARED_MASK == 0
-}
+    /// The atomic to issue on the word now.
+    pub fn amo(&self) -> Amo {
+        match self.step {
+            Step::Try if self.mode == Mode::Exclusive => Amo::CompareSwap {
+                compare: 0,
+                swap: EXCLUSIVE,
+            },
+            Step::Try => Amo::FetchAdd(self.mode.unit()),
+            Step::Claim => Amo::FetchAdd(CLAIM),
+            Step::BackOut(undo) => undo,
+            Step::Drain { .. } => Amo::Load,
+            Step::Grant => Amo::FetchAdd(GRANTED),
+            Step::Ungrant => Amo::FetchAdd(GRANTED.wrapping_neg()),
+        }
+    }
 
-/// The atomic that releases a held lock (or withdraws a standing exclusive claim).
-pub fn release(kind: LockType) -> Amo {
-    match kind {
-        LockType::Shared => Amo::FetchAdd(u64::MAX),
-        LockType::Exclusive => Amo::FetchAdd(EXCLUSIVE.wrapping_neg()),
+    /// Feed back the old value that [`Taking::amo`] returned.
+    pub fn advance(&mut self, old: u64) -> Next {
+        let back_out = |unit: u64| (Step::BackOut(Amo::FetchAdd(unit.wrapping_neg())), Next::Now);
+        let (step, next) = match (self.step, self.mode) {
+            (Step::Try, Mode::Exclusive) if old == 0 => return Next::Held,
+            (Step::Try, Mode::Exclusive) => (Step::Claim, Next::Now),
+            (Step::Try, Mode::Shared) if old & CLAIMS != 0 => back_out(SHARED),
+            (Step::Try, Mode::SharedPast) if old & GRANTED != 0 => back_out(PAST),
+            (Step::Try, _) => return Next::Held,
+            (Step::Claim, _) if old & CLAIMS != 0 => back_out(CLAIM),
+            (Step::Claim, _) => (
+                Step::Drain {
+                    readers_gone: false,
+                },
+                Next::Now,
+            ),
+            (Step::BackOut(_), _) => (Step::Try, Next::Later),
+            (Step::Drain { readers_gone }, _) => {
+                let gone = readers_gone || old & SHARED_MASK == 0;
+                match gone && old & PAST_MASK == 0 {
+                    true => (Step::Grant, Next::Now),
+                    false => (Step::Drain { readers_gone: gone }, Next::Later),
+                }
+            }
+            (Step::Grant, _) if old & PAST_MASK == 0 => return Next::Held,
+            (Step::Grant, _) => (Step::Ungrant, Next::Now),
+            (Step::Ungrant, _) => (Step::Drain { readers_gone: true }, Next::Later),
+        };
+        self.step = step;
+        next
+    }
+
+    /// The atomic that withdraws what this attempt left in the word, for an attempt abandoned
+    /// (on an error) before it held the lock; `None` when it left nothing.
+    pub fn abandon(&self) -> Option<Amo> {
+        match self.step {
+            Step::Try | Step::Claim => None,
+            Step::BackOut(undo) => Some(undo),
+            Step::Drain { .. } | Step::Grant => Some(Amo::FetchAdd(CLAIM.wrapping_neg())),
+            Step::Ungrant => Some(Mode::Exclusive.release()),
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Apply `amo` to `word` the way a NIC or CPU atomic would: returns (old, new).
-    fn apply(word: u64, amo: Amo) -> (u64, u64) {
-        match amo {
-            Amo::FetchAdd(v) => (word, word.wrapping_add(v)),
-            Amo::CompareSwap { compare, swap } if word == compare => (word, swap),
-            Amo::CompareSwap { .. } | Amo::Load => (word, word),
-        }
-    }
-
-    /// One attempt on a simulated word; a draining claim stays in the word.
-    fn attempt(word: &mut u64, kind: LockType) -> Outcome {
-        let (old, new) = apply(*word, acquire(kind));
-        *word = new;
-        let out = outcome(kind, old);
-        if let Outcome::BackOut(undo) = out {
-            *word = apply(*word, undo).1;
-        }
-        out
-    }
-
-    fn backs_out(word: &mut u64, kind: LockType) -> bool {
-        matches!(attempt(word, kind), Outcome::BackOut(_))
-    }
-
-    #[test]
-    fn shared_holders_coexist_and_exclusive_waits_for_them() {
-        let mut w = 0;
-        assert_eq!(attempt(&mut w, LockType::Shared), Outcome::Acquired);
-        assert_eq!(attempt(&mut w, LockType::Shared), Outcome::Acquired);
-        assert_eq!(attempt(&mut w, LockType::Exclusive), Outcome::Drain);
-        assert!(!drained(w));
-        // The claim now turns new readers and writers away.
-        assert!(backs_out(&mut w, LockType::Shared));
-        assert!(backs_out(&mut w, LockType::Exclusive));
-        w = apply(w, release(LockType::Shared)).1;
-        assert!(!drained(w));
-        w = apply(w, release(LockType::Shared)).1;
-        assert!(drained(w));
-        assert_eq!(w, EXCLUSIVE);
-        w = apply(w, release(LockType::Exclusive)).1;
-        assert_eq!(w, 0);
-    }
-
-    #[test]
-    fn exclusive_blocks_everyone_and_release_keeps_inflight_shared_counts() {
-        let mut w = 0;
-        assert_eq!(attempt(&mut w, LockType::Exclusive), Outcome::Acquired);
-        assert!(backs_out(&mut w, LockType::Shared));
-        assert!(backs_out(&mut w, LockType::Exclusive));
-        assert_eq!(w, EXCLUSIVE);
-        // A shared attempt in flight (incremented, not yet backed out) during the release.
-        w = apply(w, acquire(LockType::Shared)).1;
-        w = apply(w, release(LockType::Exclusive)).1;
-        assert_eq!(w, 1);
-        w = apply(w, Amo::FetchAdd(u64::MAX)).1;
-        assert_eq!(w, 0);
-    }
-
-    #[test]
-    fn raw_lock_types() {
-        assert_eq!(
-            LockType::try_from(LockType::MPI_LOCK_SHARED).unwrap(),
-            LockType::Shared
-        );
-        let e = LockType::try_from(7).unwrap_err();
-        assert_eq!(e.class(), crate::error::ErrorClass::LockType);
-    }
-
-    #[test]
-    fn many_shared_holders_never_look_claimed() {
-        let mut w = 0;
-        for _ in 0..1000 {
-            assert_eq!(attempt(&mut w, LockType::Shared), Outcome::Acquired);
-        }
-        assert_eq!(w & !SHARED_MASK, 0);
-        assert_eq!(attempt(&mut w, LockType::Exclusive), Outcome::Drain);
-    }
-}
+mod tests;

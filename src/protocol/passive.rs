@@ -11,18 +11,22 @@
 //!   for `shared_query`), which the library does not see, has its words taken at once by the
 //!   window, which then records them with [`Passive::taken`].
 //!
+//! A shared word taken while this origin holds other words is taken in
+//! [`Mode::SharedPast`], which passes standing exclusive claims (see
+//! [`crate::protocol::lockword`]); each held word remembers its mode, which its release undoes.
+//!
 //! # MPI-4.1: 12.5.3 (lock, lock_all; MPI_MODE_NOCHECK)
 
 use crate::error::{Error, ErrorClass, Result};
-use crate::protocol::lockword::LockType;
+use crate::protocol::lockword::{LockType, Mode};
 use crate::protocol::sync_err;
 
 /// A lock this origin holds on a target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Held {
     pub kind: LockType,
-    /// Whether the target's lock word was taken (not under NOCHECK).
-    pub word: bool,
+    /// How the target's lock word was taken; `None` under NOCHECK.
+    pub word: Option<Mode>,
 }
 
 /// How a lock_all epoch takes the targets' lock words.
@@ -39,15 +43,15 @@ pub enum AllWords {
 pub enum Access {
     /// Nothing: the epoch covers the target.
     Ready,
-    /// The target's shared lock word, which a lazy lock_all has not taken yet.
-    TakeWord,
+    /// The target's shared lock word, which a lazy lock_all has not taken yet, in this mode.
+    TakeWord(Mode),
 }
 
-/// The lock_all epoch: `taken[t]` once this origin holds `t`'s shared lock word.
+/// The lock_all epoch: `taken[t]` once this origin holds `t`'s shared lock word, with how.
 #[derive(Debug, Clone)]
 struct All {
     lazy: bool,
-    taken: Vec<bool>,
+    taken: Vec<Option<Mode>>,
 }
 
 /// Passive-target epoch state of one window at this origin.
@@ -55,6 +59,8 @@ struct All {
 pub struct Passive {
     locks: Vec<Option<Held>>,
     held: usize,
+    /// Lock words held, by locks and by lock_all.
+    words: usize,
     all: Option<All>,
 }
 
@@ -64,6 +70,7 @@ impl Passive {
         Passive {
             locks: vec![None; n],
             held: 0,
+            words: 0,
             all: None,
         }
     }
@@ -82,8 +89,8 @@ impl Passive {
     #[inline]
     pub fn access(&self, target: usize) -> Option<Access> {
         match &self.all {
-            Some(all) if all.lazy && !all.taken.get(target).copied().unwrap_or(true) => {
-                Some(Access::TakeWord)
+            Some(all) if all.lazy && all.taken.get(target).is_some_and(Option::is_none) => {
+                Some(Access::TakeWord(Mode::shared(self.words > 0)))
             }
             Some(_) => Some(Access::Ready),
             None => self
@@ -94,10 +101,20 @@ impl Passive {
         }
     }
 
-    /// The lazy lock_all epoch now holds `target`'s shared lock word.
-    pub fn taken(&mut self, target: usize) {
+    /// The mode in which a lock of `kind` takes its word now: a shared one passes standing
+    /// claims while this origin holds other words.
+    pub fn mode(&self, kind: LockType) -> Mode {
+        match kind {
+            LockType::Exclusive => Mode::Exclusive,
+            LockType::Shared => Mode::shared(self.words > 0),
+        }
+    }
+
+    /// The lock_all epoch now holds `target`'s shared lock word, taken in `mode`.
+    pub fn taken(&mut self, target: usize, mode: Mode) {
         if let Some(t) = self.all.as_mut().and_then(|a| a.taken.get_mut(target)) {
-            *t = true;
+            self.words += usize::from(t.is_none());
+            *t = Some(mode);
         }
     }
 
@@ -121,6 +138,7 @@ impl Passive {
         self.may_lock(target)?;
         self.locks[target] = Some(held);
         self.held += 1;
+        self.words += usize::from(held.word.is_some());
         Ok(())
     }
 
@@ -129,6 +147,7 @@ impl Passive {
         match self.locks.get_mut(target).and_then(Option::take) {
             Some(held) => {
                 self.held -= 1;
+                self.words -= usize::from(held.word.is_some());
                 Ok(held)
             }
             None => Err(sync_err(format!(
@@ -150,18 +169,23 @@ impl Passive {
         self.may_lock_all()?;
         self.all = Some(All {
             lazy: words == AllWords::Lazy,
-            taken: vec![false; self.locks.len()],
+            taken: vec![None; self.locks.len()],
         });
         Ok(())
     }
 
-    /// End the lock_all epoch; returns the targets whose shared lock words it holds.
-    pub fn unlock_all(&mut self) -> Result<Vec<usize>> {
+    /// End the lock_all epoch; returns the targets whose shared lock words it holds, with how
+    /// each was taken.
+    pub fn unlock_all(&mut self) -> Result<Vec<(usize, Mode)>> {
         let all = self
             .all
             .take()
             .ok_or_else(|| sync_err("unlock_all without lock_all"))?;
-        Ok((0..all.taken.len()).filter(|&t| all.taken[t]).collect())
+        let taken: Vec<(usize, Mode)> = (all.taken.iter().enumerate())
+            .filter_map(|(t, m)| m.map(|m| (t, m)))
+            .collect();
+        self.words -= taken.len();
+        Ok(taken)
     }
 
     /// The targets this origin holds a lock on, with what it holds (for cleanup at drop).
@@ -179,7 +203,7 @@ mod tests {
 
     const SHARED: Held = Held {
         kind: LockType::Shared,
-        word: true,
+        word: Some(Mode::Shared),
     };
 
     #[test]
@@ -201,17 +225,23 @@ mod tests {
     fn lazy_lock_all_takes_a_word_at_the_first_access_only() {
         let mut p = Passive::new(4);
         p.lock_all(AllWords::Lazy).unwrap();
-        assert_eq!(p.access(2), Some(Access::TakeWord));
-        p.taken(2);
+        assert_eq!(p.access(2), Some(Access::TakeWord(Mode::Shared)));
+        p.taken(2, Mode::Shared);
         assert_eq!(p.access(2), Some(Access::Ready));
-        assert_eq!(p.access(0), Some(Access::TakeWord));
+        assert_eq!(
+            p.access(0),
+            Some(Access::TakeWord(Mode::SharedPast)),
+            "holding a word, the next one passes standing claims"
+        );
+        p.taken(0, Mode::SharedPast);
         assert_eq!(p.may_lock(0).unwrap_err().class(), ErrorClass::RmaSync);
         assert_eq!(
             p.unlock_all().unwrap(),
-            [2],
-            "only the word taken is released"
+            [(0, Mode::SharedPast), (2, Mode::Shared)],
+            "only the words taken are released, each as it was taken"
         );
         assert!(p.unlock_all().is_err());
+        assert_eq!(p.mode(LockType::Shared), Mode::Shared, "nothing held now");
     }
 
     #[test]
@@ -222,9 +252,29 @@ mod tests {
         assert!(p.unlock_all().unwrap().is_empty());
         let unchecked = Held {
             kind: LockType::Exclusive,
-            word: false,
+            word: None,
         };
         p.lock(2, unchecked).unwrap();
         assert_eq!(p.held_locks().collect::<Vec<_>>(), [(2, unchecked)]);
+        assert_eq!(
+            p.mode(LockType::Shared),
+            Mode::Shared,
+            "NOCHECK holds no word"
+        );
+    }
+
+    #[test]
+    fn a_second_lock_passes_claims_while_the_first_word_is_held() {
+        let mut p = Passive::new(3);
+        assert_eq!(p.mode(LockType::Exclusive), Mode::Exclusive);
+        assert_eq!(p.mode(LockType::Shared), Mode::Shared);
+        let exclusive = Held {
+            kind: LockType::Exclusive,
+            word: Some(Mode::Exclusive),
+        };
+        p.lock(0, exclusive).unwrap();
+        assert_eq!(p.mode(LockType::Shared), Mode::SharedPast);
+        p.unlock(0).unwrap();
+        assert_eq!(p.mode(LockType::Shared), Mode::Shared);
     }
 }

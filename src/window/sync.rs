@@ -11,7 +11,7 @@ use super::{Flavor, Window};
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::assert::{self, Assert};
-use crate::protocol::lockword::{self, Amo, LockType, Outcome};
+use crate::protocol::lockword::{Amo, LockType, Mode, Next, Taking};
 use crate::protocol::passive::{Access, AllWords};
 use crate::protocol::{barrier, layout};
 use crate::transport::{Space, Transport};
@@ -122,26 +122,25 @@ impl Window<'_> {
         self.extent(target).map(drop)
     }
 
-    /// Take `kind` on `target`'s lock word, backing off while it is held in conflict.
-    fn acquire(&self, kind: LockType, target: usize) -> Result<()> {
+    /// Take `target`'s lock word in `mode`, backing off while it is held in conflict; an
+    /// attempt that fails (a rank died) withdraws what it left in the word.
+    fn acquire(&self, mode: Mode, target: usize) -> Result<()> {
         let t = self.atomic_route();
-        let watch = || self.watch_all();
         let word = |op| t.amo(target, Space::Control, layout::LOCK, op);
-        wait::retry(&watch, || {
-            match lockword::outcome(kind, word(lockword::acquire(kind))?) {
-                Outcome::Acquired => Ok(Some(())),
-                Outcome::BackOut(undo) => word(undo).map(|_| None),
-                Outcome::Drain => {
-                    let drained = wait::retry(&watch, || {
-                        Ok(lockword::drained(word(Amo::Load)?).then_some(()))
-                    });
-                    if drained.is_err() {
-                        let _ = word(lockword::release(kind));
-                    }
-                    drained.map(Some)
+        let mut taking = Taking::new(mode);
+        let held = wait::retry(&|| self.watch_all(), || {
+            loop {
+                match taking.advance(word(taking.amo())?) {
+                    Next::Held => return Ok(Some(())),
+                    Next::Now => continue,
+                    Next::Later => return Ok(None),
                 }
             }
-        })
+        });
+        if let (Err(_), Some(undo)) = (&held, taking.abandon()) {
+            let _ = word(undo);
+        }
+        held
     }
 
     /// Complete at `target` what this rank issued to it, where an atomic that signals the end
@@ -154,15 +153,10 @@ impl Window<'_> {
         Ok(())
     }
 
-    fn release_lock(&self, kind: LockType, target: usize) -> Result<()> {
+    fn release_lock(&self, mode: Mode, target: usize) -> Result<()> {
         self.settle_before_signal(target)?;
         self.atomic_route()
-            .amo(
-                target,
-                Space::Control,
-                layout::LOCK,
-                lockword::release(kind),
-            )
+            .amo(target, Space::Control, layout::LOCK, mode.release())
             .map(drop)
     }
 
@@ -187,9 +181,12 @@ impl Window<'_> {
             self.check_target(target)?;
             self.lockable(assert, "lock")?;
             self.epochs.borrow().may_lock(target)?;
-            let word = !assert.contains(Assert::NOCHECK);
-            if word {
-                self.acquire(kind, target)?;
+            let word = match assert.contains(Assert::NOCHECK) {
+                true => None,
+                false => Some(self.epochs.borrow().lock_mode(kind)),
+            };
+            if let Some(mode) = word {
+                self.acquire(mode, target)?;
             }
             self.epochs.borrow_mut().lock(kind, target, word)
         })
@@ -204,8 +201,8 @@ impl Window<'_> {
             self.check_target(target)?;
             let held = self.epochs.borrow_mut().unlock(target)?;
             match held.word {
-                true => self.release_lock(held.kind, target),
-                false => self.complete_at(target),
+                Some(mode) => self.release_lock(mode, target),
+                None => self.complete_at(target),
             }
         })
     }
@@ -213,8 +210,10 @@ impl Window<'_> {
     /// Begin a shared-lock epoch on every rank of the window. Accepts NOCHECK (no lock word is
     /// touched). A target's shared lock word is taken at the first RMA call to it, except for
     /// memory this rank reaches by loads and stores too (its own, and node peers' memory that
-    /// `shared_query` maps), whose words are taken now; if one cannot be, those taken are
-    /// released and no epoch state changes.
+    /// `shared_query` maps), whose words are taken now, in rank order and each behind standing
+    /// exclusive claims (the order rules out a cycle among them, and a stream of lock_all
+    /// epochs cannot starve a writer); if one cannot be, those taken are released and no
+    /// epoch state changes.
     ///
     /// # MPI-4.1: 12.5.3 (MPI_WIN_LOCK_ALL)
     pub fn lock_all(&self, assert: Assert) -> Result<()> {
@@ -226,16 +225,16 @@ impl Window<'_> {
                 false => (AllWords::Lazy, self.loaded_targets()),
             };
             for (i, &target) in now.iter().enumerate() {
-                if let Err(e) = self.acquire(LockType::Shared, target) {
+                if let Err(e) = self.acquire(Mode::Shared, target) {
                     for &held in &now[..i] {
-                        let _ = self.release_lock(LockType::Shared, held);
+                        let _ = self.release_lock(Mode::Shared, held);
                     }
                     return Err(e);
                 }
             }
             let mut epochs = self.epochs.borrow_mut();
             epochs.lock_all(words)?;
-            now.into_iter().for_each(|t| epochs.taken(t));
+            now.into_iter().for_each(|t| epochs.taken(t, Mode::Shared));
             Ok(())
         })
     }
@@ -263,9 +262,9 @@ impl Window<'_> {
             false => epochs.access(target)?,
         };
         drop(epochs);
-        if access == Access::TakeWord {
-            self.acquire(LockType::Shared, target)?;
-            self.epochs.borrow_mut().taken(target);
+        if let Access::TakeWord(mode) = access {
+            self.acquire(mode, target)?;
+            self.epochs.borrow_mut().taken(target, mode);
         }
         Ok(())
     }
@@ -280,7 +279,7 @@ impl Window<'_> {
             self.transports().try_for_each(|t| t.flush_all())?;
             taken
                 .into_iter()
-                .try_for_each(|t| self.release_lock(LockType::Shared, t))
+                .try_for_each(|(t, mode)| self.release_lock(mode, t))
         })
     }
 

@@ -6,8 +6,10 @@ use crate::util::*;
 use onesided::{Assert, Flavor, Info, World};
 use std::time::{Duration, Instant};
 
-/// How long an exclusive lock may wait behind shared lockers.
-const LIMIT: Duration = Duration::from_millis(250);
+/// How long an exclusive lock may wait behind shared lockers: far above the 20-100 ms it takes
+/// on 2 cores, because the suite runs several 8-rank jobs at once there (a starved writer
+/// waits for as long as the readers keep coming).
+const LIMIT: Duration = Duration::from_millis(1000);
 
 /// Four ranks free a window; rank 2 is stopped (SIGSTOP, standing for a rank the scheduler
 /// leaves without a core for a while) inside the free barrier, before it could pass on its
