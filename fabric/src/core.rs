@@ -5,12 +5,13 @@ use crate::domain::{Domain, close};
 use crate::error::FiError;
 use crate::region::Registered;
 use crate::stage::Staged;
+use crate::stamp::Stamps;
 use crate::sys;
 use crate::track::{Context, Track};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long the progress thread blocks in one `fi_cq_sread` before it looks again at its stop
 /// flag and at the owner's activity.
@@ -38,12 +39,12 @@ pub(crate) struct Core {
     pub(crate) track: Mutex<Track<Staged>>,
     /// The regions registered on this endpoint, by address range.
     pub(crate) registered: Mutex<Registered>,
-    /// When the owning thread last issued or waited for an operation (nanoseconds since
-    /// `epoch`). A time, not a count of calls: with a count, the progress thread stood aside
-    /// from an owner that polls only now and then (on a crowded node), and exclusive locks
-    /// amid shared lockers waited up to twice as long (`stress::exclusive_amid_shared`).
+    /// When the owning thread last issued or waited for an operation (a stamp of `stamps`).
+    /// A time, not a count of calls: with a count, the progress thread stood aside from an
+    /// owner that polls only now and then (on a crowded node), and exclusive locks amid shared
+    /// lockers waited up to twice as long (`stress::exclusive_amid_shared`).
     pub(crate) active: AtomicU64,
-    pub(crate) epoch: Instant,
+    pub(crate) stamps: Stamps,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.
@@ -53,15 +54,14 @@ unsafe impl Sync for Core {}
 
 impl Core {
     /// Note that the owning thread is driving the endpoint now.
+    #[inline]
     pub(crate) fn touch(&self) {
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        self.active.store(now, Ordering::Relaxed);
+        self.active.store(self.stamps.now(), Ordering::Relaxed);
     }
 
     /// How long ago the owning thread last drove the endpoint.
     pub(crate) fn idle(&self) -> Duration {
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        Duration::from_nanos(now.saturating_sub(self.active.load(Ordering::Relaxed)))
+        self.stamps.since(self.active.load(Ordering::Relaxed))
     }
 
     /// One round of the progress thread: stand aside while the owner is active, else block

@@ -7,6 +7,7 @@ use crate::error::{FiError, check};
 use crate::info::MrMode;
 use crate::region::{Access, Region, RegionKey, Registered};
 use crate::stage::Staged;
+use crate::stamp::Stamps;
 use crate::sys;
 use crate::track::{Slot, Track};
 use crossbeam_utils::Backoff;
@@ -92,7 +93,7 @@ impl Endpoint {
             track: Mutex::new(Track::default()),
             registered: Mutex::new(Registered::default()),
             active: AtomicU64::new(0),
-            epoch: Instant::now(),
+            stamps: Stamps::new(),
         };
         // SAFETY: the domain is open and `info` is its provider's fi_info; each out-pointer is
         // closed by Core's Drop, also when a later step fails.

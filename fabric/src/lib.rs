@@ -53,6 +53,8 @@ mod runs;
 #[cfg(have_libfabric)]
 mod stage;
 #[cfg(have_libfabric)]
+mod stamp;
+#[cfg(have_libfabric)]
 mod track;
 
 #[cfg(have_libfabric)]
