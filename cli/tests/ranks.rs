@@ -121,6 +121,8 @@ static OVERS: &[Over] = &[
         ],
         fabric: true,
     },
+    // The paths InfiniBand takes (verbs MR mode and atomics), and progress threads that poll
+    // instead of sleeping in a wait object.
     Over {
         name: "fabric_tcp_verbs",
         env: &[
@@ -128,6 +130,7 @@ static OVERS: &[Over] = &[
             ("FI_PROVIDER", "tcp"),
             ("ONESIDED_MR_MODE", "verbs"),
             ("ONESIDED_FABRIC_ATOMICS", "verbs"),
+            ("ONESIDED_FABRIC_PROGRESS", "poll"),
         ],
         fabric: true,
     },

@@ -6,7 +6,8 @@
 //! per provider. The target registers 1 MiB and makes progress by busy polling, calling
 //! `Endpoint::progress` in a loop until the origin sends `quit` on its stdin: the fastest a target
 //! side can be (the progress thread every `Endpoint` starts is there too, as under the window
-//! layer, and stands aside while `progress` is being called). The two exchange endpoint names and
+//! layer, and stands aside while `progress` is being called; both endpoints open with
+//! `Idle::Poll`, so their completion queues have no wait object, as rmaprobe's). The two exchange endpoint names and
 //! the region key as hex lines over the child's stdin and stdout; the child is killed if the
 //! origin fails.
 //!
@@ -49,8 +50,8 @@ fn main() {
 mod floor {
     use criterion::Criterion;
     use onesided_fabric::{
-        AtomicOp, Datatype, Domain, Endpoint, MrMode, Peer, Provider, RegionKey, Remote, Request,
-        Waiting,
+        AtomicOp, Datatype, Domain, Endpoint, Idle, MrMode, Peer, Provider, RegionKey, Remote,
+        Request, Waiting,
     };
     use onesided_shm::Mem;
     use onesided_shm::process::kill_on_parent_death;
@@ -99,7 +100,7 @@ mod floor {
         };
         let p = Provider::find(&req).ctx("finding the provider")?;
         let domain = Domain::open(p).ctx("opening the domain")?;
-        Endpoint::open(&domain).ctx("opening the endpoint")
+        Endpoint::open(&domain, Idle::Poll).ctx("opening the endpoint")
     }
 
     fn hex(bytes: &[u8]) -> String {

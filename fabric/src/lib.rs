@@ -60,7 +60,7 @@ mod track;
 #[cfg(have_libfabric)]
 pub use domain::{AtomicKind, AtomicOp, Datatype, Domain};
 #[cfg(have_libfabric)]
-pub use endpoint::{Endpoint, Peer, Waiting};
+pub use endpoint::{Endpoint, Idle, Peer, Waiting};
 #[cfg(have_libfabric)]
 pub use error::FiError;
 #[cfg(have_libfabric)]

@@ -1,16 +1,17 @@
 //! Two endpoints of one process, each with its own progress thread, over the real tcp
 //! (tcp;ofi_rxm) and shm providers, with the provider's own MR mode and with the verbs-style
-//! mode requested: writes and reads land, atomics count exactly, compare-and-swap swaps once,
+//! mode requested, and with progress threads that sleep in the completion queue's wait object
+//! or poll (the target endpoint is served by its thread alone): writes and reads land, atomics count exactly, compare-and-swap swaps once,
 //! request forms complete with their data, also when many are in flight or one is dropped;
 //! scatter-gather writes and reads reach their runs and nothing between them.
 #![cfg(have_libfabric)]
 
 use onesided_fabric::{
-    AtomicOp, Datatype, Domain, Endpoint, MrMode, Provider, Remote, Request, Waiting,
+    AtomicOp, Datatype, Domain, Endpoint, Idle, MrMode, Provider, Remote, Request, Waiting,
 };
 use onesided_shm::Mem;
 
-fn run(provider: &str, mr_mode: MrMode) {
+fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
     let req = Request {
         provider: Some(provider.into()),
         mr_mode,
@@ -18,8 +19,8 @@ fn run(provider: &str, mr_mode: MrMode) {
     };
     let p = Provider::find(&req).unwrap_or_else(|e| panic!("{provider}: {e}"));
     let domain = Domain::open(p).unwrap();
-    let a = Endpoint::open(&domain).unwrap();
-    let b = Endpoint::open(&domain).unwrap();
+    let a = Endpoint::open(&domain, idle).unwrap();
+    let b = Endpoint::open(&domain, idle).unwrap();
     let mem = Mem::alloc(1 << 20, 4096).unwrap();
     let region = b.register(mem).unwrap();
     let peer = a.insert(&b.name().unwrap()).unwrap();
@@ -183,20 +184,30 @@ fn run(provider: &str, mr_mode: MrMode) {
 
 #[test]
 fn tcp_provider_mode() {
-    run("tcp", MrMode::ALL);
+    run("tcp", MrMode::ALL, Idle::Wake);
 }
 
 #[test]
 fn tcp_verbs_mode() {
-    run("tcp", MrMode::VERBS);
+    run("tcp", MrMode::VERBS, Idle::Wake);
 }
 
 #[test]
 fn shm_provider_mode() {
-    run("shm", MrMode::ALL);
+    run("shm", MrMode::ALL, Idle::Wake);
 }
 
 #[test]
 fn shm_verbs_mode() {
-    run("shm", MrMode::VERBS);
+    run("shm", MrMode::VERBS, Idle::Wake);
+}
+
+#[test]
+fn tcp_polling_progress() {
+    run("tcp", MrMode::ALL, Idle::Poll);
+}
+
+#[test]
+fn shm_polling_progress() {
+    run("shm", MrMode::VERBS, Idle::Poll);
 }

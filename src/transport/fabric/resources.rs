@@ -8,7 +8,7 @@
 //! (MPI_THREAD_FUNNELED), and the in-process test tier runs one world per thread.
 
 use super::{atomic_op, datatype, fi_err};
-use crate::config::{Atomics, FabricConfig, MrMode};
+use crate::config::{Atomics, FabricConfig, MrMode, Progress};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::native::{Kind, NativeOps};
 use crate::protocol::reduce::Op;
@@ -38,7 +38,11 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
         if let Some(r) = found.and_then(|(_, r)| r.upgrade()) {
             return Ok(r);
         }
-        let ep = open_endpoint(&open_domain(config)?)?;
+        let idle = match config.progress {
+            Progress::Wake => fi::Idle::Wake,
+            Progress::Poll => fi::Idle::Poll,
+        };
+        let ep = open_endpoint(&open_domain(config)?, idle)?;
         if crate::wait::crowded() {
             ep.set_spin_rounds(0);
         }
@@ -120,10 +124,10 @@ fn native_ops(ep: &fi::Endpoint) -> NativeOps {
 /// Open an endpoint on `domain`. libfabric 1.17's shm provider now and then refuses to enable a
 /// new endpoint with EBUSY while the region of one just closed is still being torn down; a few
 /// retries ride that out.
-fn open_endpoint(domain: &Arc<fi::Domain>) -> Result<fi::Endpoint> {
+fn open_endpoint(domain: &Arc<fi::Domain>, idle: fi::Idle) -> Result<fi::Endpoint> {
     let mut tries = 0;
     loop {
-        match fi::Endpoint::open(domain) {
+        match fi::Endpoint::open(domain, idle) {
             Err(e) if e.code == libc::EBUSY && tries < 5 => {
                 tries += 1;
                 tracing::debug!(tries, "endpoint busy (EBUSY), opening it again");
