@@ -222,7 +222,9 @@ impl TwoHosts {
 impl TwoHosts {
     /// The remote-shell agent of the real launchers, called as ssh would be: `AGENT [OPTIONS]
     /// HOST COMMAND...`. It runs COMMAND in the namespace named HOST, with `FI_TCP_IFACE`
-    /// naming that namespace's veth.
+    /// naming that namespace's veth and a `TMPDIR` of that host's own: the two hosts share one
+    /// /tmp and one host name, and Open MPI daemons creating the same session directory there
+    /// at once now and then failed with "File exists".
     fn agent(&self) -> PathBuf {
         let path = self.dir.join("agent");
         let script = format!(
@@ -230,15 +232,17 @@ impl TwoHosts {
              while [ \"${{1#-}}\" != \"$1\" ]; do shift; done\n\
              host=$1; shift\n\
              case $host in\n\
-             {a}) iface={va} ;;\n\
-             {b}) iface={vb} ;;\n\
+             {a}) iface={va}; tmp={dir}/ha ;;\n\
+             {b}) iface={vb}; tmp={dir}/hb ;;\n\
              *) echo \"agent: unknown host $host\" >&2; exit 1 ;;\n\
              esac\n\
-             exec ip netns exec \"$host\" env FI_TCP_IFACE=$iface sh -c \"$*\"\n",
+             mkdir -p \"$tmp\"\n\
+             exec ip netns exec \"$host\" env FI_TCP_IFACE=$iface TMPDIR=\"$tmp\" sh -c \"$*\"\n",
             a = self.a.netns,
             b = self.b.netns,
             va = self.a.veth,
             vb = self.b.veth,
+            dir = self.dir.display(),
         );
         std::fs::write(&path, script).expect("writing the agent script");
         let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
