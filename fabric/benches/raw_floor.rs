@@ -7,9 +7,9 @@
 //! `Endpoint::progress` in a loop until the origin sends `quit` on its stdin: the fastest a target
 //! side can be (the progress thread every `Endpoint` starts is there too, as under the window
 //! layer, and stands aside while `progress` is being called; both endpoints open with
-//! `Idle::Poll`, so their completion queues have no wait object, as rmaprobe's). The two exchange endpoint names and
-//! the region key as hex lines over the child's stdin and stdout; the child is killed if the
-//! origin fails.
+//! `Idle::Poll`, so their completion queues have no wait object, as rmaprobe's). The two
+//! exchange endpoint names and the region key as hex lines over the child's stdin and stdout;
+//! the child is killed if the origin fails.
 //!
 //! For each provider of `RAW_FLOOR_PROVIDERS` (comma-separated, default "tcp,shm") the group
 //! `raw_floor/P` times, per operation,

@@ -88,6 +88,12 @@ impl Core {
         self.track.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The regions registered on this endpoint, also after a panic of another thread holding
+    /// the list.
+    pub(crate) fn registered(&self) -> std::sync::MutexGuard<'_, Registered> {
+        self.registered.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Drive the provider (reading the completion queue progresses the endpoint) and settle
     /// the operations whose completions it gives.
     pub(crate) fn poll(&self) {

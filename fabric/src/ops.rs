@@ -110,8 +110,7 @@ impl Endpoint {
         if !self.local_mr {
             return Ok(Lent::Direct(ptr::null_mut()));
         }
-        let found = self.core.registered.lock().map(|r| r.find(addr, len));
-        if let Ok(Some(desc)) = found {
+        if let Some(desc) = self.core.registered().find(addr, len) {
             return Ok(Lent::Direct(desc));
         }
         if len <= BOUNCE {

@@ -154,12 +154,7 @@ pub(crate) struct RawRegion {
 impl Drop for RawRegion {
     fn drop(&mut self) {
         let desc = self.mr.desc() as usize;
-        let mut registered = self
-            .core
-            .registered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        registered.remove(self.addr, self.len, desc);
+        self.core.registered().remove(self.addr, self.len, desc);
     }
 }
 
@@ -177,8 +172,7 @@ impl RawRegion {
         // SAFETY: the caller keeps the memory valid; the region holds the core, so the domain
         // stays open.
         let mr = unsafe { Mr::register(core, addr, len, access)? };
-        let mut registered = core.registered.lock().unwrap_or_else(|e| e.into_inner());
-        registered.add(addr, len, mr.desc() as usize);
+        core.registered().add(addr, len, mr.desc() as usize);
         Ok(RawRegion {
             mr,
             core: core.clone(),

@@ -1,9 +1,10 @@
 //! Two endpoints of one process, each with its own progress thread, over the real tcp
 //! (tcp;ofi_rxm) and shm providers, with the provider's own MR mode and with the verbs-style
 //! mode requested, and with progress threads that sleep in the completion queue's wait object
-//! or poll (the target endpoint is served by its thread alone): writes and reads land, atomics count exactly, compare-and-swap swaps once,
-//! request forms complete with their data, also when many are in flight or one is dropped;
-//! scatter-gather writes and reads reach their runs and nothing between them.
+//! or poll (the target endpoint is served by its thread alone): writes and reads land, atomics
+//! count exactly, compare-and-swap swaps once, request forms complete with their data, also
+//! when many are in flight or one is dropped; scatter-gather writes and reads reach their runs
+//! and nothing between them.
 #![cfg(have_libfabric)]
 
 use onesided_fabric::{
