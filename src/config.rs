@@ -12,7 +12,7 @@
 //! | `ONESIDED_FABRIC_PROVIDER`, else `FI_PROVIDER` | a libfabric provider (`tcp`, `shm`, `verbs`, ...) | unset: the first libfabric offers |
 //! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands (to run the strict paths on a lenient provider) |
 //! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software`, `verbs` | NIC atomics for each (type, operation) the provider runs natively, as `accumulate_ops` allows; the emulation for all; or the NIC for only what RDMA verbs runs (64-bit fetch-add, read, compare-and-swap) |
-//! | `ONESIDED_FABRIC_PROGRESS` | `wake` (default), `poll` | how the endpoint's progress thread serves this rank's memory while the rank is outside the library: asleep in the completion queue's wait object until traffic arrives (an operation on a computing target: 45-110 us over tcp), or polling every millisecond (up to a millisecond), which spares every operation the provider's wait-object bookkeeping (8-byte put + flush over tcp;ofi_rxm: 13.1 us, against the C floor's 11.2; with `poll` 10.7) |
+//! | `ONESIDED_FABRIC_PROGRESS` | `wake` (default), `poll` | how the endpoint's progress thread serves this rank's memory while the rank is outside the library: asleep until traffic arrives, in the wait object of a second endpoint that peers address, while operations are issued on one without a wait object (an operation on a computing target: 30-75 us over tcp), or polling one endpoint every millisecond (up to a millisecond) |
 //! | `ONESIDED_PM` | `onesided`, `pmix`, `pmi`, `singleton` | the process manager; unset: detected (see [`ProcessManager`]) |
 //! | `ONESIDED_FAILURE_TIMEOUT` | seconds, 1 to 3600 (default 10) | how long a rank on another node may be silent (its host gone without closing its connections) before waits on it end with MPI_ERR_PROC_FAILED; a process that dies is noticed at once |
 
@@ -130,13 +130,15 @@ impl Named for Atomics {
 /// asleep): the endpoint's progress thread does, in one of two ways.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum Progress {
-    /// It sleeps in the completion queue's wait object, which the provider wakes when traffic
-    /// arrives: an operation on a busy target waits for one wake-up. Every operation pays for
-    /// the wait object (over tcp;ofi_rxm, an `epoll_wait` at each poll of the queue).
+    /// It sleeps in the wait object of a second endpoint, the one peers address, which the
+    /// provider wakes when traffic arrives: an operation on a busy target waits for one
+    /// wake-up. Operations are issued on an endpoint without a wait object, so they do not
+    /// pay for it; a rank waiting inside onesided polls the serving endpoint at every round
+    /// when it waits for its peers, and at every 8th when it waits for its own operations.
     #[default]
     Wake,
-    /// It polls every millisecond, with no wait object: operations are as cheap as the
-    /// provider's own (the C floor), and one on a busy target waits up to a millisecond.
+    /// One endpoint, with no wait object; the progress thread polls it every millisecond: an
+    /// operation on a busy target waits up to a millisecond.
     Poll,
 }
 

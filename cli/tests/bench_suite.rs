@@ -13,8 +13,14 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 /// Runs `onesided ARGS...` to completion (killed and failed after [`LIMIT`]).
 fn onesided(args: &[&str]) -> Output {
+    onesided_with(args, &[])
+}
+
+/// [`onesided`] with the variables `env` set.
+fn onesided_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_onesided"))
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -476,6 +482,64 @@ fn bench_all_json_is_one_document_of_every_test() {
     }
 }
 
+/// `--target sleep` and `compute`: rank 1 stays out of onesided while rank 0 times its loop,
+/// over shared memory and (where built) over libfabric's tcp provider, whose progress thread
+/// serves it; the loops end (rank 1 saw rank 0's end-of-loop word) and the header says so.
+#[test]
+fn bench_busy_targets_are_served_and_noted() {
+    let mut transports = vec!["auto"];
+    if onesided_fabric::BUILT_WITH.is_some() {
+        transports.push("fabric");
+    }
+    for transport in transports {
+        let runs: [&[&str]; 3] = [
+            &["fop_latency", "-T", "long", "--target", "compute"],
+            &[
+                "put_latency",
+                "-m",
+                "8:8",
+                "-s",
+                "lock",
+                "--target",
+                "sleep",
+            ],
+            &[
+                "acc_latency",
+                "-m",
+                "8:64",
+                "-w",
+                "create",
+                "--target",
+                "compute",
+                "-r",
+                "2",
+            ],
+        ];
+        for args in runs {
+            let mut all = vec!["bench"];
+            all.extend(args);
+            all.extend(["-i", "30", "-x", "3", "--transport", transport]);
+            let out = onesided_with(&all, &[("FI_PROVIDER", "tcp")]);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{all:?}: {}\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let busy = if all.contains(&"sleep") {
+                "sleeps"
+            } else {
+                "computes"
+            };
+            let note = format!("# rank 1 {busy}, without calling onesided");
+            assert!(stdout.lines().any(|l| l == note), "{all:?}:\n{stdout}");
+            let (_, sizes) = osu_table(&stdout);
+            assert!(!sizes.is_empty(), "{all:?}: no rows\n{stdout}");
+        }
+    }
+}
+
 #[test]
 fn bench_refusals_say_why() {
     assert!(refused(&["put_bibw", "-s", "flush"]).contains("takes -s pscw or -s fence"));
@@ -485,6 +549,15 @@ fn bench_refusals_say_why() {
     assert!(refused(&["fence_latency", "-n", "1"]).contains("at least 2"));
     assert!(refused(&["put_latency", "-r", "0"]).contains("-r must be at least 1"));
     assert!(refused(&["put_latency", "-m", "0:8"]).contains("at least 1 byte"));
+    let busy = |more: &[&str]| {
+        let mut args = vec!["put_latency", "--target", "compute"];
+        args.extend(more);
+        refused(&args)
+    };
+    assert!(busy(&["-s", "fence"]).contains("needs a passive-target -s"));
+    assert!(busy(&["-w", "dynamic"]).contains("not -w dynamic"));
+    assert!(refused(&["put_bibw", "--target", "sleep"]).contains("not put_bibw"));
+    assert!(refused(&["fence_latency", "--target", "sleep"]).contains("--target applies to"));
     let exe = env!("CARGO_BIN_EXE_onesided");
     let out = onesided(&[
         "run",

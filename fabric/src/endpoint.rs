@@ -5,6 +5,7 @@ use crate::core::Core;
 use crate::domain::Domain;
 use crate::error::{FiError, check};
 use crate::info::MrMode;
+use crate::port::Port;
 use crate::region::{Access, Region, RegionKey, Registered};
 use crate::stage::Staged;
 use crate::stamp::Stamps;
@@ -80,67 +81,26 @@ impl std::fmt::Debug for Endpoint {
 struct SendCore(Arc<Core>);
 
 impl Endpoint {
-    /// Open an endpoint on `domain`, bind an address vector and a completion queue, enable it,
-    /// and start its progress thread, which waits as `idle` says while the owner is away.
+    /// Open an endpoint on `domain` (a port to issue on, and with [`Idle::Wake`] a second one
+    /// for peers to address, `port.rs`) and start its progress thread, which waits as `idle`
+    /// says while the owner is away.
     pub fn open(domain: &Arc<Domain>, idle: Idle) -> Result<Endpoint, FiError> {
-        let info = domain.provider().raw();
-        let mut core = Core {
+        let out = Port::open(domain, false)?
+            .ok_or_else(|| FiError::new("fi_cq_open", -(sys::FI_ENOSYS as i64)))?;
+        let serve = match idle {
+            Idle::Wake => Port::open(domain, true)?,
+            Idle::Poll => None,
+        };
+        let core = Core {
             domain: domain.clone(),
-            ep: ptr::null_mut(),
-            av: ptr::null_mut(),
-            cq: ptr::null_mut(),
-            waitable: true,
+            out,
+            serve,
             track: Mutex::new(Track::default()),
             registered: Mutex::new(Registered::default()),
             active: AtomicU64::new(0),
             stamps: Stamps::new(),
+            rounds: AtomicU64::new(0),
         };
-        // SAFETY: the domain is open and `info` is its provider's fi_info; each out-pointer is
-        // closed by Core's Drop, also when a later step fails.
-        unsafe {
-            check(
-                "fi_endpoint",
-                sys::fi_endpoint(domain.raw(), info, &mut core.ep, ptr::null_mut()),
-            )?;
-            let mut av_attr = sys::fi_av_attr {
-                type_: sys::fi_av_type_FI_AV_UNSPEC,
-                ..Default::default()
-            };
-            check(
-                "fi_av_open",
-                sys::fi_av_open(domain.raw(), &mut av_attr, &mut core.av, ptr::null_mut()),
-            )?;
-            // For `Idle::Wake`, a file descriptor, so that `fi_cq_sread` sleeps in the kernel:
-            // the provider's own choice may be FI_WAIT_YIELD (the shm provider's), a blocking
-            // read that spins on sched_yield and burned a core of every process waiting on a
-            // stopped peer.
-            let mut cq_attr = sys::fi_cq_attr {
-                format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
-                wait_obj: sys::fi_wait_obj_FI_WAIT_FD,
-                ..Default::default()
-            };
-            let with_wait = idle == Idle::Wake
-                && sys::fi_cq_open(domain.raw(), &mut cq_attr, &mut core.cq, ptr::null_mut()) == 0;
-            if !with_wait {
-                cq_attr.wait_obj = sys::fi_wait_obj_FI_WAIT_NONE;
-                core.waitable = false;
-                check(
-                    "fi_cq_open",
-                    sys::fi_cq_open(domain.raw(), &mut cq_attr, &mut core.cq, ptr::null_mut()),
-                )?;
-            }
-            check(
-                "fi_ep_bind(av)",
-                sys::fi_ep_bind(core.ep, &mut (*core.av).fid, 0),
-            )?;
-            // Every operation reports its completion, with its context (`track.rs`).
-            let cq_flags = sys::FI_TRANSMIT as u64 | sys::FI_RECV as u64;
-            check(
-                "fi_ep_bind(cq)",
-                sys::fi_ep_bind(core.ep, &mut (*core.cq).fid, cq_flags),
-            )?;
-            check("fi_enable", sys::fi_enable(core.ep))?;
-        }
         let core = Arc::new(core);
         let p = domain.provider();
         let bounce_mem = Mem::alloc(BOUNCE, 4096)
@@ -231,7 +191,11 @@ impl Endpoint {
             let mut len = buf.len();
             // SAFETY: the endpoint is open; `buf` has `len` writable bytes.
             let ret = unsafe {
-                sys::fi_getname(&mut (*self.core.ep).fid, buf.as_mut_ptr().cast(), &mut len)
+                sys::fi_getname(
+                    &mut (*self.core.addressed()).fid,
+                    buf.as_mut_ptr().cast(),
+                    &mut len,
+                )
             };
             if ret == -(sys::FI_ETOOSMALL as i32) && len > buf.len() {
                 buf.resize(len, 0);
@@ -254,7 +218,7 @@ impl Endpoint {
         // format (the provider validates it); `addr` receives one fi_addr_t.
         let ret = unsafe {
             sys::fi_av_insert(
-                self.core.av,
+                self.core.out.av,
                 name.as_ptr().cast(),
                 1,
                 &mut addr,
@@ -402,11 +366,12 @@ impl Endpoint {
     /// thread stands aside meanwhile).
     pub fn progress(&self) {
         self.core.touch();
-        self.core.poll();
+        self.core.poll_for_peers();
     }
 
-    /// Like [`Endpoint::progress`], but block in the completion queue's wait object until
-    /// traffic arrives or about a millisecond passes (the progress thread stands aside
+    /// Like [`Endpoint::progress`], but block in the serving port's wait object until traffic
+    /// arrives or about a millisecond passes (without one: sleep a millisecond; the progress
+    /// thread stands aside
     /// meanwhile): for waits on a peer that makes no progress ([`Waiting::Idle`]).
     pub fn idle(&self) {
         self.core.touch();
@@ -419,11 +384,14 @@ impl Endpoint {
 /// asleep, or in waits that do not drive the endpoint).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Idle {
-    /// Sleep in the completion queue's wait object (a file descriptor), which the provider
-    /// wakes when traffic arrives. Every poll of the queue pays for it: over tcp;ofi_rxm an
-    /// `epoll_wait` on the wait set, about 2 us of a 13 us put + flush.
+    /// Peers address a second, serving endpoint, whose completion queue has a wait object (a
+    /// file descriptor) that the provider wakes when traffic arrives; the progress thread
+    /// sleeps in it. Operations are issued on the first endpoint, whose queue has none: a wait
+    /// object costs every poll of its queue (over tcp;ofi_rxm an `epoll_wait` on the wait set
+    /// and a signal per completion, 2-4 us of a 13 us put + flush when the one endpoint had it).
     Wake,
-    /// Poll every millisecond; the queue has no wait object.
+    /// One endpoint, whose queue has no wait object: the progress thread polls it every
+    /// millisecond.
     Poll,
 }
 
@@ -510,10 +478,7 @@ impl Drop for Endpoint {
         let stranded = self.core.track().strand();
         std::mem::forget(stranded);
         self.progress.stop.store(true, Ordering::Release);
-        if self.core.waitable {
-            // SAFETY: the queue is open; fi_cq_signal wakes a thread blocked in fi_cq_sread.
-            unsafe { sys::fi_cq_signal(self.core.cq) };
-        }
+        self.core.wake();
         if let Some(t) = self.progress.thread.take() {
             let _ = t.join();
         }

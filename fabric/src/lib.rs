@@ -45,6 +45,8 @@ mod info;
 #[cfg(have_libfabric)]
 mod ops;
 #[cfg(have_libfabric)]
+mod port;
+#[cfg(have_libfabric)]
 mod region;
 #[cfg(have_libfabric)]
 mod request;

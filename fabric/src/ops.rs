@@ -297,8 +297,8 @@ impl Endpoint {
                 data: 0,
             };
             match way {
-                Way::Read => sys::fi_readmsg(self.core.ep, &msg, flags),
-                Way::Write { .. } => sys::fi_writemsg(self.core.ep, &msg, flags),
+                Way::Read => sys::fi_readmsg(self.core.ep(), &msg, flags),
+                Way::Write { .. } => sys::fi_writemsg(self.core.ep(), &msg, flags),
             }
         })
     }
@@ -329,7 +329,7 @@ impl Endpoint {
                 // buffer, which is not reused before completion (`bounced` waits for it).
                 unsafe {
                     sys::fi_fetch_atomic(
-                        self.core.ep,
+                        self.core.ep(),
                         (b + OPERAND) as *const libc::c_void,
                         1,
                         desc,
@@ -390,7 +390,7 @@ impl Endpoint {
                 // bounce buffer, which is not reused before completion (`bounced` waits for it).
                 unsafe {
                     sys::fi_compare_atomic(
-                        self.core.ep,
+                        self.core.ep(),
                         (b + OPERAND) as *const libc::c_void,
                         1,
                         desc,

@@ -86,10 +86,15 @@ impl Mr {
             )
         })?;
         if mode.contains(MrMode::ENDPOINT) {
+            // Local buffers serve the endpoint that issues, remote ones the one peers address.
+            let ep = match access {
+                Access::Local => core.ep(),
+                Access::Remote => core.addressed(),
+            };
             // SAFETY: both objects are open; the endpoint is closed only after every region
             // bound to it (regions hold its core; staged buffers live in it).
             check("fi_mr_bind", unsafe {
-                sys::fi_mr_bind(r.0, &mut (*core.ep()).fid, 0)
+                sys::fi_mr_bind(r.0, &mut (*ep).fid, 0)
             })?;
             // SAFETY: the registration is open and bound.
             check("fi_mr_enable", unsafe { sys::fi_mr_enable(r.0) })?;

@@ -149,7 +149,7 @@ impl Endpoint {
             // SAFETY: the endpoint is open; the piece's operands (and results) lie in the staged
             // buffer, which the slot keeps until the operation settles.
             let s = self.post(name, to.peer, true, keep, keep_waiting, |ctx| unsafe {
-                let (ep, peer, dt, o) = (self.core.ep, to.peer.addr, dtype.raw(), op.raw());
+                let (ep, peer, dt, o) = (self.core.ep(), to.peer.addr, dtype.raw(), op.raw());
                 let src = src as *const libc::c_void;
                 match fetch {
                     true => sys::fi_fetch_atomic(

@@ -63,6 +63,7 @@ fn sweep_of<E: Element>(world: &World, test: Test, plan: &Plan, report: &mut Rep
             _ => LockType::Shared,
         },
         both: false,
+        target: plan.target,
     };
     let sizes: Vec<usize> = match test {
         Test::FopLatency | Test::CasLatency => vec![elem],

@@ -12,6 +12,7 @@
 //! the results: OSU's tables, or one JSON document, or CSV (`--format`).
 
 mod atomic;
+mod busy;
 mod context;
 mod floor;
 mod group;
@@ -346,6 +347,10 @@ pub struct BenchArgs {
     /// provider from FI_PROVIDER) [default: auto, or ONESIDED_TRANSPORT].
     #[arg(long, value_name = "auto|fabric", value_parser = onesided::TransportChoice::parse)]
     pub transport: Option<onesided::TransportChoice>,
+    /// What rank 1 does while rank 0 times a passive-target OSU test (-s flush, flush_local,
+    /// lock, lock_all; not over dynamic windows)
+    #[arg(long, value_enum, value_name = "TARGET")]
+    pub target: Option<busy::Target>,
     /// The part of `all` this job runs (set by `all` for its jobs).
     #[arg(long, value_enum, hide = true)]
     pub part: Option<Part>,

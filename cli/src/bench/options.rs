@@ -1,6 +1,7 @@
 //! The options of `onesided bench`, checked against the test they are given to, and the
 //! OSU iteration counts.
 
+use super::busy::Target;
 use super::{BenchArgs, Creation, Datatype, Format, SyncMode, Test};
 use onesided::{Error, ErrorClass, Result};
 
@@ -109,6 +110,8 @@ pub(super) struct Plan {
     pub repetitions: usize,
     iterations: Option<usize>,
     warmup: Option<usize>,
+    /// What rank 1 does during a passive-target test.
+    pub target: Target,
 }
 
 fn usage(msg: String) -> Error {
@@ -164,6 +167,9 @@ impl Plan {
                 "the N-rank tests (the OSU tests and the floors run on 2 ranks)",
             ));
         }
+        if let Some(target) = args.target {
+            check_target(t, args, target)?;
+        }
         if args.iterations == Some(0) {
             return Err(usage("-i must be at least 1".into()));
         }
@@ -211,6 +217,7 @@ impl Plan {
             repetitions,
             iterations: args.iterations,
             warmup: args.warmup,
+            target: args.target.unwrap_or_default(),
         })
     }
 
@@ -237,6 +244,36 @@ impl Plan {
             iters: self.iterations.unwrap_or(iters),
         }
     }
+}
+
+/// MPI_ERR_ARG unless `test` can run with `--target target`: a busy rank 1 needs a
+/// passive-target OSU test over a window with an end-of-loop word (not a dynamic one).
+fn check_target(test: Test, args: &BenchArgs, target: Target) -> Result<()> {
+    if target == Target::Wait {
+        return Ok(());
+    }
+    if !test.is_osu() || test == Test::PutBibw {
+        return Err(refuse(
+            test,
+            "--target",
+            "the OSU tests of one origin (not put_bibw)",
+        ));
+    }
+    let sync = args.sync.unwrap_or(SyncMode::Flush);
+    if matches!(sync, SyncMode::Fence | SyncMode::Pscw) {
+        return Err(usage(format!(
+            "--target {} needs a passive-target -s (flush, flush_local, lock, lock_all), not -s {}",
+            target.name(),
+            sync.cli_name()
+        )));
+    }
+    if args.creation == Some(Creation::Dynamic) {
+        return Err(usage(format!(
+            "--target {} needs a window with memory of its own: not -w dynamic",
+            target.name()
+        )));
+    }
+    Ok(())
 }
 
 /// MPI_ERR_ARG unless `test` can run with `-s sync` (`all`: some of its tests can).

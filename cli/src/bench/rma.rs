@@ -6,8 +6,10 @@
 //! put_bibw), repetition after repetition, then both meet at a closing fence and free the
 //! window. In the passive modes (flush, flush_local, lock, lock_all) rank 1 just waits in that
 //! fence: asleep on its doorbell over shared memory, polling the fabric otherwise (as an MPI
-//! library's target does).
+//! library's target does); with `--target sleep` or `compute` it first sleeps or computes
+//! until the timed loop is over (`busy.rs`).
 
+use super::busy::{self, Target};
 use super::options::{Kind, Pass, Plan};
 use super::report::{BANDWIDTH, Column, LATENCY, MESSAGE_RATE, Report, Table};
 use super::{Creation, SyncMode, Test, mbps, micros, timed};
@@ -37,7 +39,7 @@ pub(super) fn osu_table(test: Test, plan: &Plan, datatype: &'static str, column:
     Table {
         test,
         title: title(test).to_owned(),
-        notes: Vec::new(),
+        notes: plan.target.note().map(String::from).into_iter().collect(),
         window: Some(plan.creation.mpi_name()),
         sync: Some(plan.sync(test).mpi_name()),
         datatype: Some(datatype),
@@ -58,6 +60,8 @@ pub(super) struct Loop {
     pub hold: LockType,
     /// Both ranks issue operations (put_bibw).
     pub both: bool,
+    /// What rank 1 does meanwhile in the passive modes.
+    pub target: Target,
 }
 
 /// Runs one put/get test over every size of the plan and reports its rows; put_bw also reports
@@ -90,6 +94,7 @@ pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report)
         lock: LockType::Shared,
         hold: LockType::Shared,
         both,
+        target: plan.target,
     };
     for size in plan.sizes.iter() {
         let pass = plan.pass(kind, size);
@@ -164,7 +169,8 @@ pub(super) fn repeat(
         .collect()
 }
 
-/// Creates a window of `bytes` bytes on every rank, runs `f` on it with the displacement of
+/// Creates a window of `bytes` bytes (and the end-of-loop word of a busy target,
+/// [`busy::window_bytes`]) on every rank, runs `f` on it with the displacement of
 /// the peer's first byte (0, or its address in a dynamic window), then meets the other rank
 /// at a closing fence and frees the window (a failure of `f` returns at once: the job ends on
 /// it).
@@ -185,17 +191,18 @@ pub(super) fn with_window<R>(
     };
     match creation {
         Creation::Allocate => {
-            let win = Window::allocate(world, bytes, 1, &info)?;
+            let win = Window::allocate(world, busy::window_bytes(bytes), 1, &info)?;
             let result = run(&win, 0);
             win.free()?;
             result
         }
         Creation::Create => {
-            let mut memory = vec![0u8; bytes];
+            let mut memory = vec![0u8; busy::window_bytes(bytes)];
             Window::create(world, &mut memory[..], 1, &info, |win| run(win, 0))?
         }
         Creation::AllocMem => {
-            let mut memory = world.alloc_mem::<u8>(bytes, &info)?;
+            let mut memory = world.alloc_mem::<u8>(busy::window_bytes(bytes), &info)?;
+            memory.fill(0);
             Window::create(world, &mut memory[..], 1, &info, |win| run(win, 0))?
         }
         Creation::Dynamic => {
@@ -285,7 +292,10 @@ pub(super) fn epochs(
                 }),
             }
         }
-        _ if !origin => Ok(Duration::ZERO),
+        _ if !origin => {
+            busy::occupy(win, how.target)?;
+            Ok(Duration::ZERO)
+        }
         (SyncMode::Flush | SyncMode::FlushLocal, _) => {
             let local = how.sync == SyncMode::FlushLocal;
             win.lock(how.hold, 1, N)?;
@@ -298,17 +308,26 @@ pub(super) fn epochs(
                 }
             })?;
             win.unlock(1)?;
+            busy::release(win, how.target)?;
             Ok(time)
         }
-        (SyncMode::Lock, _) => timed(pass, || {
-            win.lock(how.lock, 1, N)?;
-            op(win, 1)?;
-            win.unlock(1)
-        }),
-        (SyncMode::LockAll, _) => timed(pass, || {
-            win.lock_all(N)?;
-            op(win, 1)?;
-            win.unlock_all()
-        }),
+        (SyncMode::Lock, _) => {
+            let time = timed(pass, || {
+                win.lock(how.lock, 1, N)?;
+                op(win, 1)?;
+                win.unlock(1)
+            })?;
+            busy::release(win, how.target)?;
+            Ok(time)
+        }
+        (SyncMode::LockAll, _) => {
+            let time = timed(pass, || {
+                win.lock_all(N)?;
+                op(win, 1)?;
+                win.unlock_all()
+            })?;
+            busy::release(win, how.target)?;
+            Ok(time)
+        }
     }
 }
