@@ -44,18 +44,15 @@ impl Target {
     }
 }
 
-/// The bytes every window has beyond what its test moves: the end-of-loop word.
-pub const ROOM: usize = 16;
-
-/// The bytes of a window for a test moving `bytes` bytes: the end-of-loop word is the last
-/// 8-aligned word.
+/// The bytes of a window for a test moving `bytes` bytes: the end-of-loop word follows them,
+/// 8-aligned, and ends the window.
 pub fn window_bytes(bytes: usize) -> usize {
-    bytes.next_multiple_of(8) + ROOM
+    bytes.next_multiple_of(8) + 8
 }
 
-/// The displacement of the end-of-loop word in a window of `window` bytes.
+/// The displacement of the end-of-loop word in a window of [`window_bytes`].
 fn word(window: usize) -> usize {
-    (window - 8) & !7
+    window - 8
 }
 
 /// How long a busy rank 1 sleeps or computes between two looks at the word.
