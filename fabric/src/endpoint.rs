@@ -85,10 +85,9 @@ impl Endpoint {
     /// for peers to address, `port.rs`) and start its progress thread, which waits as `idle`
     /// says while the owner is away.
     pub fn open(domain: &Arc<Domain>, idle: Idle) -> Result<Endpoint, FiError> {
-        let out = Port::open(domain, false)?
-            .ok_or_else(|| FiError::new("fi_cq_open", -(sys::FI_ENOSYS as i64)))?;
+        let out = Port::open(domain)?;
         let serve = match idle {
-            Idle::Wake => Port::open(domain, true)?,
+            Idle::Wake => Port::open_waking(domain)?,
             Idle::Poll => None,
         };
         let core = Core {

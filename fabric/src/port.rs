@@ -20,58 +20,52 @@ pub(crate) struct Port {
 }
 
 impl Port {
-    /// Open a port on `domain`; with `wait`, its queue has a file descriptor as wait object, so
-    /// that `fi_cq_sread` sleeps in the kernel until traffic arrives (the provider's own choice
-    /// may be FI_WAIT_YIELD, the shm provider's, a blocking read that spins on sched_yield and
+    /// Open a port on `domain` whose queue has no wait object.
+    pub(crate) fn open(domain: &Domain) -> Result<Port, FiError> {
+        let mut port = Port::queue(domain, sys::fi_wait_obj_FI_WAIT_NONE)?;
+        port.enable(domain)?;
+        Ok(port)
+    }
+
+    /// Open a port on `domain` whose queue has a file descriptor as wait object, so that
+    /// `fi_cq_sread` sleeps in the kernel until traffic arrives (the provider's own choice may
+    /// be FI_WAIT_YIELD, the shm provider's, a blocking read that spins on sched_yield and
     /// burned a core of every process waiting on a stopped peer). `None` where the provider
     /// refuses that wait object.
-    pub(crate) fn open(domain: &Domain, wait: bool) -> Result<Option<Port>, FiError> {
-        let info = domain.provider().raw();
+    pub(crate) fn open_waking(domain: &Domain) -> Result<Option<Port>, FiError> {
+        let Ok(mut port) = Port::queue(domain, sys::fi_wait_obj_FI_WAIT_FD) else {
+            return Ok(None);
+        };
+        port.enable(domain)?;
+        Ok(Some(port))
+    }
+
+    /// A port of only a completion queue with the wait object `wait_obj` (closed by `Drop`
+    /// if a later step fails).
+    fn queue(domain: &Domain, wait_obj: sys::fi_wait_obj) -> Result<Port, FiError> {
         let mut port = Port {
             ep: ptr::null_mut(),
             av: ptr::null_mut(),
             cq: ptr::null_mut(),
         };
-        // SAFETY: the domain is open and `info` is its provider's fi_info; each out-pointer is
-        // closed by `close`, also when a later step fails.
-        let opened = unsafe {
-            let mut cq_attr = sys::fi_cq_attr {
-                format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
-                wait_obj: if wait {
-                    sys::fi_wait_obj_FI_WAIT_FD
-                } else {
-                    sys::fi_wait_obj_FI_WAIT_NONE
-                },
-                ..Default::default()
-            };
-            let ret = sys::fi_cq_open(domain.raw(), &mut cq_attr, &mut port.cq, ptr::null_mut());
-            if wait && ret != 0 {
-                return Ok(None);
-            }
-            port.enable(domain, info, ret)
+        let mut cq_attr = sys::fi_cq_attr {
+            format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
+            wait_obj,
+            ..Default::default()
         };
-        match opened {
-            Ok(()) => Ok(Some(port)),
-            Err(e) => {
-                // SAFETY: nothing else holds these objects yet.
-                unsafe { port.close() };
-                Err(e)
-            }
-        }
+        // SAFETY: the domain is open; `cq_attr` is valid; the out-pointer is closed by Drop.
+        check("fi_cq_open", unsafe {
+            sys::fi_cq_open(domain.raw(), &mut cq_attr, &mut port.cq, ptr::null_mut())
+        })?;
+        Ok(port)
     }
 
-    /// The steps of [`Port::open`] after the queue (`cq_ret`: what opening it returned).
-    ///
-    /// # Safety
-    /// As in [`Port::open`]: the domain is open and `info` is its provider's.
-    unsafe fn enable(
-        &mut self,
-        domain: &Domain,
-        info: *mut sys::fi_info,
-        cq_ret: i32,
-    ) -> Result<(), FiError> {
-        check("fi_cq_open", cq_ret)?;
-        // SAFETY: guaranteed by the caller; the out-pointers are this port's.
+    /// Open the endpoint and its address vector, bind them to the queue, and enable the
+    /// endpoint (whatever was opened is closed by `Drop` if a step fails).
+    fn enable(&mut self, domain: &Domain) -> Result<(), FiError> {
+        let info = domain.provider().raw();
+        // SAFETY: the domain is open and `info` is its provider's fi_info; the queue is open;
+        // the out-pointers are this port's, closed by Drop.
         unsafe {
             check(
                 "fi_endpoint",

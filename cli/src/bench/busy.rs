@@ -71,7 +71,8 @@ fn next_loop() -> u64 {
 }
 
 /// Rank 0, after its timed loop: tell a busy rank 1 that it is over (windows of
-/// [`window_bytes`]; dynamic windows take no busy target).
+/// [`window_bytes`]). Nothing to do for [`Target::Wait`], the only target the active modes
+/// and dynamic windows take (`options.rs`).
 pub fn release(win: &Window<'_>, target: Target) -> Result<()> {
     if target == Target::Wait {
         return Ok(());

@@ -235,7 +235,7 @@ pub(super) fn epochs(
     const N: Assert = Assert::NONE;
     let origin = win.rank() == 0;
     let peer = 1 - win.rank();
-    match (how.sync, how.kind) {
+    let time = match (how.sync, how.kind) {
         (SyncMode::Fence, Kind::Latency) if origin => timed(pass, || {
             win.fence(N)?;
             op(win, 1)?;
@@ -308,26 +308,21 @@ pub(super) fn epochs(
                 }
             })?;
             win.unlock(1)?;
-            busy::release(win, how.target)?;
             Ok(time)
         }
-        (SyncMode::Lock, _) => {
-            let time = timed(pass, || {
-                win.lock(how.lock, 1, N)?;
-                op(win, 1)?;
-                win.unlock(1)
-            })?;
-            busy::release(win, how.target)?;
-            Ok(time)
-        }
-        (SyncMode::LockAll, _) => {
-            let time = timed(pass, || {
-                win.lock_all(N)?;
-                op(win, 1)?;
-                win.unlock_all()
-            })?;
-            busy::release(win, how.target)?;
-            Ok(time)
-        }
+        (SyncMode::Lock, _) => timed(pass, || {
+            win.lock(how.lock, 1, N)?;
+            op(win, 1)?;
+            win.unlock(1)
+        }),
+        (SyncMode::LockAll, _) => timed(pass, || {
+            win.lock_all(N)?;
+            op(win, 1)?;
+            win.unlock_all()
+        }),
+    }?;
+    if origin {
+        busy::release(win, how.target)?;
     }
+    Ok(time)
 }
