@@ -1,8 +1,9 @@
 //! Request-based RMA overlapping: rank 0 times one 8-byte `get` from rank 1 against `COUNT`
 //! 8-byte `rget`s started together and completed with one `Request::wait_all`, checks the data,
-//! and prints both medians and their ratio. Over the fabric the requests are in flight together,
-//! so `COUNT` of them cost far less than `COUNT` gets. Rank 1 waits in a fence meanwhile (polling
-//! the fabric, as an MPI library's target does).
+//! and prints both medians and their ratio. Over the fabric the requests of each batch are
+//! gathered into one read of the range they cover (`docs/transports.md`), so `COUNT` of them
+//! cost less than two gets. Rank 1 waits in a fence meanwhile (polling the fabric, as an MPI
+//! library's target does).
 //!
 //! Run: `onesided run -n 2 -- target/release/examples/request_overlap` (add
 //! `ONESIDED_TRANSPORT=fabric` to go through libfabric).

@@ -339,6 +339,7 @@ static SCENARIOS: &[Scenario] = &[
     flavored("requests::overlap", requests::overlap, &[2, 3]),
     flavored("requests::accumulate", requests::accumulate, &[3]),
     flavored("requests::errors", requests::errors, &[2]),
+    flavored("requests::gathered", requests::gathered, &[3]),
     flavored("atomics::errors", atomics::errors, &[2]),
     flavored("atomics::target_sleeps", atomics::target_sleeps, &[2]),
     flavored("atomics::target_computes", atomics::target_computes, &[2]),

@@ -4,6 +4,7 @@
 use crate::core::Core;
 use crate::domain::Domain;
 use crate::error::{FiError, check};
+use crate::gather::Gathering;
 use crate::info::MrMode;
 use crate::port::Port;
 use crate::region::{Access, Region, RegionKey, Registered};
@@ -66,6 +67,8 @@ pub struct Endpoint {
     peers: RefCell<HashMap<Vec<u8>, Peer>>,
     /// Rounds a waiter polls back to back before it backs off.
     spin: Cell<u32>,
+    /// Small request reads gathered into one (`gather.rs`).
+    pub(crate) gathering: RefCell<Gathering>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -141,6 +144,7 @@ impl Endpoint {
             bounce,
             peers: RefCell::new(HashMap::new()),
             spin: Cell::new(SPIN_ROUNDS),
+            gathering: RefCell::new(Gathering::default()),
         })
     }
 
@@ -283,6 +287,9 @@ impl Endpoint {
         mut call: impl FnMut(*mut libc::c_void) -> isize,
     ) -> Result<Option<Slot>, FiError> {
         self.core.touch();
+        if self.gathering.borrow().is_open() {
+            self.launch(keep_waiting);
+        }
         let (ctx, slot) = self.core.track().issue(peer.index, slot, keep);
         let mut patience = Patience::new(&self.core, self.spin.get(), keep_waiting);
         loop {
@@ -338,6 +345,7 @@ impl Endpoint {
     /// milliseconds and ends the wait with an error when it says no (a peer known to be dead).
     pub fn flush(&self, peer: Peer, keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
         self.core.touch();
+        self.launch(keep_waiting);
         let mut patience = Patience::new(&self.core, self.spin.get(), keep_waiting);
         loop {
             let flushed = self.core.track().flushed(peer.index);

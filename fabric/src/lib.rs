@@ -15,7 +15,8 @@
 //!
 //! Blocking operations return when their local buffers may be reused: a write copies small
 //! payloads into the provider (`FI_INJECT`), a read returns with the data. Request forms return a
-//! [`Ticket`] at once and move data through buffers the endpoint owns. Completion is tracked per
+//! [`Ticket`] at once and move data through buffers the endpoint owns; small request reads to a
+//! peer with operations in flight are gathered into one read at the endpoint's next call. Completion is tracked per
 //! peer and per operation: every operation carries `FI_DELIVERY_COMPLETE` where the provider
 //! offers it, [`Endpoint::flush`] waits for one peer's operations, and a read or an atomic waits
 //! for its own completion only.
@@ -40,6 +41,8 @@ mod domain;
 mod endpoint;
 #[cfg(have_libfabric)]
 mod error;
+#[cfg(have_libfabric)]
+mod gather;
 #[cfg(have_libfabric)]
 mod info;
 #[cfg(have_libfabric)]

@@ -8,10 +8,12 @@ use crate::core::Core;
 use crate::domain::{AtomicKind, AtomicOp, Datatype};
 use crate::endpoint::{Endpoint, Waiting};
 use crate::error::FiError;
+use crate::gather::Joint;
 use crate::ops::{Remote, invalid};
 use crate::stage::Staged;
 use crate::sys;
 use crate::track::Slot;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// Operations posted by a request form, waited for by [`Endpoint::finish`] or polled by
@@ -22,6 +24,8 @@ pub struct Ticket {
     /// Where results land (reads, fetching atomics), at `result`.
     staged: Option<Staged>,
     result: usize,
+    /// A read gathered with others (`gather.rs`): the batch, and the peer's address read.
+    joined: Option<(Rc<Joint>, u64)>,
     core: Arc<Core>,
 }
 
@@ -59,6 +63,7 @@ impl Endpoint {
             slots,
             staged,
             result,
+            joined: None,
             core: self.core.clone(),
         }
     }
@@ -90,13 +95,19 @@ impl Endpoint {
     }
 
     /// Start reading `len` bytes at `from` into a buffer the endpoint owns; [`Endpoint::finish`]
-    /// hands them over.
+    /// hands them over. A small read to a peer with operations in flight is gathered with the
+    /// reads that follow it and posted at the endpoint's next call (`gather.rs`).
     pub fn start_read(
         &self,
         len: usize,
         from: Remote,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Ticket, FiError> {
+        if let Some(joint) = self.gather(len, from, keep_waiting) {
+            let mut t = self.ticket(Vec::new(), None, 0);
+            t.joined = Some((joint, from.addr));
+            return Ok(t);
+        }
         let staged = Staged::new(&self.core, len, self.local_mr)?;
         let mut t = self.ticket(Vec::new(), Some(staged.clone()), 0);
         let (base, desc, step) = (staged.mem().addr(), staged.desc(), self.step());
@@ -174,10 +185,17 @@ impl Endpoint {
         Ok(t)
     }
 
-    /// Whether every operation of `ticket` has settled (progressing the endpoint once).
-    pub fn test(&self, ticket: &Ticket) -> bool {
+    /// Whether every operation of `ticket` has settled (progressing the endpoint once, and
+    /// posting gathered reads; `keep_waiting` as in [`Endpoint::finish`] while posting them).
+    pub fn test(&self, ticket: &Ticket, keep_waiting: &dyn Fn() -> Waiting) -> bool {
         self.core.touch();
+        self.launch(keep_waiting);
         self.core.poll();
+        if let Some((joint, _)) = &ticket.joined
+            && !self.joint_settled(joint)
+        {
+            return false;
+        }
         let track = self.core.track();
         ticket.slots.iter().all(|&s| track.settled(s))
     }
@@ -190,6 +208,10 @@ impl Endpoint {
         out: Option<&mut [u8]>,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
+        self.launch(keep_waiting);
+        if let Some((joint, addr)) = ticket.joined.take() {
+            return self.joint_finish(&joint, addr, out, keep_waiting);
+        }
         let slots = std::mem::take(&mut ticket.slots);
         let mut waited = Ok(());
         for (i, &s) in slots.iter().enumerate() {

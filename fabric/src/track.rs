@@ -169,6 +169,13 @@ impl<K> Track<K> {
         Some(p.error.take().map_or(Ok(()), Err))
     }
 
+    /// Whether operations to `peer` are in flight.
+    pub(crate) fn busy(&self, peer: u32) -> bool {
+        self.peers
+            .get(peer as usize)
+            .is_some_and(|p| p.settled < p.issued)
+    }
+
     /// Whether any operation is in flight.
     pub(crate) fn in_flight(&self) -> bool {
         self.peers.iter().any(|p| p.settled < p.issued)
@@ -247,12 +254,14 @@ mod tests {
         let (b, _) = t.issue(1, false, None);
         assert_eq!(t.flushed(0), None);
         assert_eq!(t.flushed(1), None);
+        assert!(t.busy(0) && t.busy(1));
         t.settle(b, None);
         assert_eq!(t.flushed(1), Some(Ok(())));
         assert_eq!(t.flushed(0), None);
         t.settle(a, None);
         assert_eq!(t.flushed(0), Some(Ok(())));
         assert!(!t.in_flight());
+        assert!(!t.busy(0) && !t.busy(7));
         assert_eq!(t.flushed(7), Some(Ok(())), "a peer never used is flushed");
     }
 

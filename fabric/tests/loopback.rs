@@ -3,7 +3,7 @@
 //! mode requested, and with progress threads that sleep in the completion queue's wait object
 //! or poll (the target endpoint is served by its thread alone): writes and reads land, atomics
 //! count exactly, compare-and-swap swaps once, request forms complete with their data, also
-//! when many are in flight or one is dropped; scatter-gather writes and reads reach their runs
+//! when many are in flight or gathered into one read, or one is dropped; scatter-gather writes and reads reach their runs
 //! and nothing between them.
 #![cfg(have_libfabric)]
 
@@ -55,6 +55,17 @@ fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
         a.finish(t, Some(&mut got), &live).unwrap();
         assert_eq!(got[..], big[8 * i..8 * i + 8], "read {i}");
     }
+    // After the burst above, reads are gathered into one from the first: one of them dropped
+    // unfinished.
+    let first = a.start_read(8, at(4096), &live).unwrap();
+    let second = a.start_read(8, at(4104), &live).unwrap();
+    let third = a.start_read(8, at(4112), &live).unwrap();
+    drop(second);
+    let mut got = [0u8; 8];
+    a.finish(third, Some(&mut got), &live).unwrap();
+    assert_eq!(got[..], big[16..24], "gathered read");
+    a.finish(first, Some(&mut got), &live).unwrap();
+    assert_eq!(got[..], big[..8], "first gathered read");
     let dropped = a.start_read(big.len(), at(4096), &live).unwrap();
     drop(dropped);
     let w = a.start_write(&big[..70_000], at(400_000), &live).unwrap();

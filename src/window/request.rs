@@ -12,7 +12,9 @@
 //! incomplete request completes it. Over the fabric the data moves through buffers the endpoint
 //! owns until the NIC is done with them, so even a request that is leaked never lets the NIC
 //! touch memory the program has handed back; the result buffer of a leaked `rget` is simply
-//! never filled.
+//! never filled. Small `rget`s to a fabric target that has operations in flight are gathered
+//! into one read, posted at the next call that reaches the endpoint (any operation, flush, test
+//! or wait): `docs/transports.md`.
 //!
 //! Requests are not futures: completion is driven by polling the NIC from the thread that owns
 //! the window (MPI_THREAD_FUNNELED), so an executor could only poll them in a loop, which

@@ -213,3 +213,70 @@ pub fn errors(world: &World, flavor: Flavor) -> Res {
         Ok(())
     })
 }
+
+/// Words of the window `gathered` reads from.
+const WORDS: usize = 4096;
+
+/// Many small rgets in a row, as a fabric endpoint gathers them into one read while the target
+/// has operations in flight: offsets in descending order and overlapping, reads too large to
+/// gather, reads too far apart for one batch, two targets in turn, rputs in between, one request
+/// tested until complete and one dropped unfinished; every word read is the target's own.
+pub fn gathered(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+    let own: Vec<u64> = (0..WORDS).map(|i| tag(me, me, i)).collect();
+    with_window(world, flavor, 8 * WORDS, 8, &Info::new(), |win| {
+        win.write_local(0, &own).ctx("write_local")?;
+        win.fence(Assert::NOPRECEDE).ctx("fence")?;
+        win.fence(Assert::NOSUCCEED).ctx("fence")?;
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        // (target, first word, words): the order the requests are started in.
+        let mut reads: Vec<(usize, usize, usize)> = (0..40).map(|i| (left, 200 - i, 1)).collect();
+        reads.extend([
+            (left, 180, 2),
+            (left, 150, 40),
+            (left, 170, 32),
+            (left, 2000, 1),
+        ]);
+        reads.extend([(left, 2, 3), (left, 2001, 1)]);
+        reads.extend((0..12).map(|i| ([left, right][i % 2], 300 + i, 1)));
+        reads.extend((0..20).map(|i| (right, 600 + 3 * i, 1)));
+        let mut bufs: Vec<Vec<u64>> = reads.iter().map(|&(_, _, k)| vec![0; k]).collect();
+        let (tested, dropped) = (45, 30);
+        let mut reqs = Vec::new();
+        let mut test_me = None;
+        for (i, (buf, &(t, at, _))) in bufs.iter_mut().zip(&reads).enumerate() {
+            let r = win.rget(buf, t, at).ctx("rget")?;
+            match i {
+                _ if i == dropped => drop(r),
+                _ if i == tested => test_me = Some(r),
+                _ => reqs.push(r),
+            }
+            if i % 25 == 0 {
+                let w = [tag(me, right, i)];
+                win.rput(&w, right, WORDS - 1 - i / 25)
+                    .ctx("rput")?
+                    .wait()
+                    .ctx("rput wait")?;
+            }
+        }
+        if let Some(mut r) = test_me.take() {
+            while !r.test().ctx("test")? {}
+        }
+        drop(test_me);
+        Request::wait_all(reqs).ctx("wait_all")?;
+        for (buf, &(t, at, k)) in bufs.iter().zip(&reads) {
+            let want: Vec<u64> = (at..at + k).map(|i| tag(t, t, i)).collect();
+            ensure_eq!(*buf, want, "{k} words at {at} of rank {t}");
+        }
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+        let rput: Vec<u64> = (0..reads.len().div_ceil(25))
+            .map(|j| tag(left, me, 25 * j))
+            .collect();
+        let tail = local_u64(win, WORDS)?;
+        let got: Vec<u64> = (0..rput.len()).map(|j| tail[WORDS - 1 - j]).collect();
+        ensure_eq!(got, rput, "the rputs between the rgets");
+        Ok(())
+    })
+}

@@ -592,7 +592,8 @@ impl Transport for FabricTransport<'_> {
         Ok(match pending {
             Pending::Done => true,
             Pending::Fabric(target, t) => {
-                self.res.ep.test(t) || self.alive(*target) == fi::Waiting::GiveUp
+                let live = || self.alive(*target);
+                self.res.ep.test(t, &live) || live() == fi::Waiting::GiveUp
             }
         })
     }
