@@ -39,6 +39,9 @@ impl std::fmt::Debug for Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        if self.slots.is_empty() {
+            return;
+        }
         let mut track = self.core.track();
         let freed: Vec<Staged> = self
             .slots
@@ -95,8 +98,8 @@ impl Endpoint {
     }
 
     /// Start reading `len` bytes at `from` into a buffer the endpoint owns; [`Endpoint::finish`]
-    /// hands them over. A small read to a peer with operations in flight is gathered with the
-    /// reads that follow it and posted at the endpoint's next call (`gather.rs`).
+    /// hands them over. A small read may be gathered with the reads around it into one read,
+    /// posted at the endpoint's next call (`gather.rs`).
     pub fn start_read(
         &self,
         len: usize,

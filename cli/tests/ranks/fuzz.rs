@@ -6,13 +6,14 @@
 //! The ranks agree on a seed (rank 0's; `ONESIDED_TEST_FUZZ_SEED` fixes it) and run the same
 //! sequence of phases: fence phases (a fence, random calls, a closing fence, sometimes first
 //! refused for a NOPRECEDE that the calls made false) and passive phases (random lock, unlock,
-//! lock_all, unlock_all, flush and RMA calls, each rank on its own, then a barrier). Within a
-//! phase every rank draws its calls from its own generator. A failure names the seed.
+//! lock_all, unlock_all, flush and RMA calls, rgets among them, each rank on its own, then a
+//! barrier). Within a phase every rank draws its calls from its own generator. A failure names
+//! the seed.
 //!
 //! # MPI-4.1: 12.3 (RMA calls), 12.5 (synchronization), 12.8 (error classes)
 
 use crate::util::*;
-use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Window, World};
+use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Request, Window, World};
 
 /// Window size in u64 elements.
 const SLOTS: usize = 8;
@@ -76,6 +77,14 @@ impl Model {
             Epoch::Fence { .. } | Epoch::LockAll => None,
             Epoch::Lock(t) if t == target => None,
             _ => Some(ErrorClass::RmaSync),
+        }
+    }
+
+    /// A request-based RMA call: as [`Model::rma`], but only a passive-target epoch covers it.
+    fn request(&self, target: usize, disp: usize, len: usize) -> Want {
+        match (self.rma(target, disp, len), self.epoch) {
+            (None, Epoch::Fence { .. }) => Some(ErrorClass::RmaSync),
+            (want, _) => want,
         }
     }
 
@@ -240,7 +249,7 @@ fn random_rma(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut us
     };
     let value = rng.next();
     let rma = model.rma(target, disp, len);
-    let moved = match rng.below(11) {
+    let moved = match rng.below(12) {
         0 | 1 => check(win.put(&vec![value; len], target, disp), rma, "put")?,
         2 => {
             let mut buf = vec![0u64; len];
@@ -296,6 +305,23 @@ fn random_rma(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut us
             return Ok(());
         }
         9 => {
+            // A few rgets in a row, completed together (gathered into one read over the
+            // fabric).
+            let want = model.request(target, disp, len);
+            let mut bufs = vec![vec![0u64; len]; 1 + rng.below(4)];
+            let mut reqs = Vec::new();
+            for b in bufs.iter_mut() {
+                match (win.rget(b, target, disp), want) {
+                    (Ok(r), None) => reqs.push(r),
+                    (got, want) => {
+                        check(got, want, "rget")?;
+                    }
+                }
+            }
+            Request::wait_all(reqs).ctx("wait_all of rgets")?;
+            return Ok(());
+        }
+        10 => {
             let want = model.lock_all();
             if check(win.lock_all(Assert::NONE), want, "lock_all")? {
                 model.epoch = Epoch::LockAll;
