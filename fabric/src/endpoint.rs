@@ -287,9 +287,7 @@ impl Endpoint {
         mut call: impl FnMut(*mut libc::c_void) -> isize,
     ) -> Result<Option<Slot>, FiError> {
         self.core.touch();
-        if self.gathering.borrow().is_open() {
-            self.launch(keep_waiting);
-        }
+        self.launch(keep_waiting);
         let (ctx, slot) = self.core.track().issue(peer.index, slot, keep);
         let mut patience = Patience::new(&self.core, self.spin.get(), keep_waiting);
         loop {

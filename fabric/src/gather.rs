@@ -12,6 +12,7 @@
 //! [`Span`] decides, free of I/O, whether a read joins; [`Joint`] is the batch that the requests
 //! of its reads share.
 
+use crate::core::Core;
 use crate::endpoint::{Endpoint, Peer, Waiting};
 use crate::error::FiError;
 use crate::ops::{Remote, invalid};
@@ -19,15 +20,16 @@ use crate::stage::Staged;
 use crate::track::Slot;
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// The largest read that joins a batch: larger ones gain nothing from sharing a round trip.
-pub(crate) const READ_MAX: usize = 256;
+const READ_MAX: usize = 256;
 /// The largest range a batch covers (the bytes between its reads are read too, and dropped).
-pub(crate) const SPAN_MAX: usize = 4096;
+const SPAN_MAX: usize = 4096;
 
 /// The range of one peer's region that a batch of reads covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Span {
+struct Span {
     peer: u32,
     key: u64,
     lo: u64,
@@ -36,7 +38,7 @@ pub(crate) struct Span {
 
 impl Span {
     /// The span of one read of `len` bytes at `addr` of `peer`'s region `key`.
-    pub(crate) fn new(peer: u32, key: u64, addr: u64, len: usize) -> Span {
+    fn new(peer: u32, key: u64, addr: u64, len: usize) -> Span {
         Span {
             peer,
             key,
@@ -48,14 +50,7 @@ impl Span {
     /// The span grown by a read of `len` bytes at `addr` of `peer`'s region `key`, or `None`
     /// when the read may not join: another peer or region, a read above [`READ_MAX`], or a
     /// range above `limit` bytes.
-    pub(crate) fn join(
-        &self,
-        peer: u32,
-        key: u64,
-        addr: u64,
-        len: usize,
-        limit: usize,
-    ) -> Option<Span> {
+    fn join(&self, peer: u32, key: u64, addr: u64, len: usize, limit: usize) -> Option<Span> {
         if peer != self.peer || key != self.key || len > READ_MAX {
             return None;
         }
@@ -88,7 +83,7 @@ enum Shared {
 /// buffer is then freed once the operation settles.
 pub(crate) struct Joint {
     shared: RefCell<Shared>,
-    core: std::sync::Arc<crate::core::Core>,
+    core: Arc<Core>,
 }
 
 impl Drop for Joint {
@@ -114,13 +109,6 @@ pub(crate) struct Batch {
 pub(crate) struct Gathering {
     open: Option<Batch>,
     burst: bool,
-}
-
-impl Gathering {
-    /// Whether a batch is open.
-    pub(crate) fn is_open(&self) -> bool {
-        self.open.is_some()
-    }
 }
 
 /// Whether a small read that joins no open batch opens one (else it is posted at once): when
@@ -174,10 +162,14 @@ impl Endpoint {
     /// Post the open batch, if any, as one read (before any other operation, and whenever
     /// someone waits); a batch nobody waits for any more is dropped unposted.
     pub(crate) fn launch(&self, keep_waiting: &dyn Fn() -> Waiting) {
-        let Some(b) = self.gathering.borrow_mut().open.take() else {
-            return;
+        let b = {
+            let mut g = self.gathering.borrow_mut();
+            let Some(b) = g.open.take() else {
+                return;
+            };
+            g.burst = b.reads > 1;
+            b
         };
-        self.gathering.borrow_mut().burst = b.reads > 1;
         if Rc::strong_count(&b.joint) == 1 {
             return;
         }
@@ -207,8 +199,8 @@ impl Endpoint {
         }
     }
 
-    /// Wait for the batch of `joint` (posted by the caller), then copy the bytes read at the peer's address `addr`
-    /// into `out` (as many as it holds).
+    /// Wait for the batch of `joint` (posted by the caller), then copy the bytes read at the
+    /// peer's address `addr` into `out` (as many as it holds).
     pub(crate) fn joint_finish(
         &self,
         joint: &Joint,

@@ -16,10 +16,10 @@
 //! Blocking operations return when their local buffers may be reused: a write copies small
 //! payloads into the provider (`FI_INJECT`), a read returns with the data. Request forms return a
 //! [`Ticket`] at once and move data through buffers the endpoint owns; small request reads to a
-//! peer with operations in flight are gathered into one read at the endpoint's next call. Completion is tracked per
-//! peer and per operation: every operation carries `FI_DELIVERY_COMPLETE` where the provider
-//! offers it, [`Endpoint::flush`] waits for one peer's operations, and a read or an atomic waits
-//! for its own completion only.
+//! peer with operations in flight are gathered into one read at the endpoint's next call.
+//! Completion is tracked per peer and per operation: every operation carries
+//! `FI_DELIVERY_COMPLETE` where the provider offers it, [`Endpoint::flush`] waits for one peer's
+//! operations, and a read or an atomic waits for its own completion only.
 //!
 //! Built only when libfabric was found (cfg `have_libfabric`); see `build.rs`. On docs.rs, which
 //! has no libfabric, the bindings checked in under `docsrs/` stand in, so this documentation is

@@ -38,6 +38,12 @@ struct PeerCount {
     error: Option<String>,
 }
 
+impl PeerCount {
+    fn busy(&self) -> bool {
+        self.settled < self.issued
+    }
+}
+
 /// The outcome of a slot's operation: what the slot kept, and the failure if it failed.
 pub(crate) type Outcome<K> = (Option<K>, Option<String>);
 
@@ -163,7 +169,7 @@ impl<K> Track<K> {
     /// the first failure of a counted operation, `None` while some are in flight.
     pub(crate) fn flushed(&mut self, peer: u32) -> Option<Result<(), String>> {
         let p = self.peer(peer);
-        if p.settled < p.issued {
+        if p.busy() {
             return None;
         }
         Some(p.error.take().map_or(Ok(()), Err))
@@ -171,14 +177,12 @@ impl<K> Track<K> {
 
     /// Whether operations to `peer` are in flight.
     pub(crate) fn busy(&self, peer: u32) -> bool {
-        self.peers
-            .get(peer as usize)
-            .is_some_and(|p| p.settled < p.issued)
+        self.peers.get(peer as usize).is_some_and(PeerCount::busy)
     }
 
     /// Whether any operation is in flight.
     pub(crate) fn in_flight(&self) -> bool {
-        self.peers.iter().any(|p| p.settled < p.issued)
+        self.peers.iter().any(PeerCount::busy)
     }
 
     /// The outcome of `slot`'s operation once settled (the slot is free again then).

@@ -3,8 +3,8 @@
 //! mode requested, and with progress threads that sleep in the completion queue's wait object
 //! or poll (the target endpoint is served by its thread alone): writes and reads land, atomics
 //! count exactly, compare-and-swap swaps once, request forms complete with their data, also
-//! when many are in flight or gathered into one read, or one is dropped; scatter-gather writes and reads reach their runs
-//! and nothing between them.
+//! when many are in flight or gathered into one read, or one is dropped; scatter-gather writes
+//! and reads reach their runs and nothing between them.
 #![cfg(have_libfabric)]
 
 use onesided_fabric::{
