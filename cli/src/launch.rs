@@ -1,8 +1,9 @@
 //! The launcher, `onesided run -n N PROGRAM ARGS...`: starts a job of N ranks on this machine.
 //!
 //! It starts a bootstrap [`Hub`], then N processes of PROGRAM, each with the parent's
-//! environment plus the `ONESIDED_*` variables of `onesided::boot`, each the leader of its own
-//! process group. It waits for all of them. When a rank exits with a non-zero status or dies by
+//! environment plus the `ONESIDED_*` variables of `onesided::boot` and, where the environment
+//! does not set them, the libfabric settings of `tuning.rs`, each the leader of its own process
+//! group. It waits for all of them. When a rank exits with a non-zero status or dies by
 //! a signal, it names the rank that failed first (the hub sees a rank's connection close as it
 //! dies, so it tells which of several failed ranks went first), tells the hub (so the other
 //! ranks' collectives fail instead of hanging), stops the ranks' process groups (`SIGTERM`, then
@@ -40,6 +41,7 @@ use onesided::{Error, ErrorClass, Result};
 mod place;
 #[cfg(feature = "hwloc")]
 mod topology;
+mod tuning;
 mod watch;
 
 use place::Placement;
@@ -415,6 +417,9 @@ fn rank_command(
         None => cmd.env_remove(boot::ENV_NODE),
     };
     cmd.envs(job.extra_env.iter().map(|(k, v)| (k, v)));
+    tuning::apply(&mut cmd, |name| {
+        std::env::var_os(name).is_some() || job.extra_env.iter().any(|(k, _)| k == name)
+    });
     // Through the launcher, a line at a time, so that lines of different ranks never mix.
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     process::kill_on_parent_death(&mut cmd);

@@ -540,6 +540,37 @@ fn bench_busy_targets_are_served_and_noted() {
     }
 }
 
+/// `--per-op`: each iteration timed on its own, the median reported; the OSU header and the JSON
+/// context say so, and only the OSU tests take it.
+#[test]
+fn bench_per_op_reports_median_iterations_and_says_so() {
+    let table = bench(&["get_latency", "-m", "8:16", "-i", "200", "--per-op"]);
+    let note = "# median of per-iteration times (--per-op), not the loop's mean";
+    assert!(table.lines().any(|l| l == note), "{table}");
+    let (_, sizes) = osu_table(&table);
+    assert_eq!(sizes, [8, 16], "{table}");
+    let args = [
+        "cas_latency",
+        "-i",
+        "200",
+        "-r",
+        "3",
+        "--per-op",
+        "--format",
+        "json",
+    ];
+    let doc: Value = serde_json::from_str(&bench(&args)).expect("json");
+    assert_eq!(doc["context"]["timing"], "per-op median", "{doc}");
+    records(&doc, "cas_latency")
+        .iter()
+        .for_each(|r| check_values(r));
+    let mean: Value =
+        serde_json::from_str(&bench(&["cas_latency", "-i", "200", "--format", "json"]))
+            .expect("json");
+    assert!(mean["context"].get("timing").is_none(), "{mean}");
+    assert!(refused(&["fence_latency", "--per-op"]).contains("--per-op applies to the OSU tests"));
+}
+
 #[test]
 fn bench_refusals_say_why() {
     assert!(refused(&["put_bibw", "-s", "flush"]).contains("takes -s pscw or -s fence"));

@@ -637,6 +637,26 @@ fn diagnostics_are_silent_by_default_and_follow_onesided_log() {
     assert!(bad.stderr.contains(said), "{}", bad.stderr);
 }
 
+/// The ranks start with rxm's buffer and receive sizes of `cli/src/launch/tuning.rs`, and a value
+/// the launcher's own environment gives is kept.
+#[test]
+fn ranks_get_the_rxm_settings_unless_the_environment_has_them() {
+    let echo = r#"echo "buffer=$FI_OFI_RXM_BUFFER_SIZE rx=$FI_OFI_RXM_MSG_RX_SIZE""#;
+    let job = |env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided"));
+        cmd.args(["run", "-n", "2", "--", "/bin/sh", "-c", echo])
+            .env_remove("FI_OFI_RXM_BUFFER_SIZE")
+            .env_remove("FI_OFI_RXM_MSG_RX_SIZE")
+            .envs(env.iter().copied());
+        let out = finish(cmd, Duration::from_secs(20));
+        assert!(out.status.success(), "{}", out.stderr);
+        out.stdout
+    };
+    assert_eq!(job(&[]), "buffer=33792 rx=128\n".repeat(2));
+    let kept = job(&[("FI_OFI_RXM_MSG_RX_SIZE", "64")]);
+    assert_eq!(kept, "buffer=33792 rx=64\n".repeat(2));
+}
+
 /// A kernel CPU list such as `0-3,8,10-11`, expanded.
 fn cpu_list(list: &str) -> Vec<usize> {
     let number = |s: &str| s.trim().parse::<usize>().expect("a CPU number");

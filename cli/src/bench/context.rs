@@ -28,11 +28,15 @@ pub(super) struct Context {
     pub host: String,
     /// When the job started, RFC 3339 in UTC.
     pub started: String,
+    /// "per-op median" where each iteration was timed on its own and the median reported
+    /// (`--per-op`); absent for OSU's mean over the loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<String>,
 }
 
 impl Context {
     /// Gathers the context; collective over `world` (a small window finds the transport).
-    pub fn gather(world: &World, started: SystemTime) -> Result<Context> {
+    pub fn gather(world: &World, started: SystemTime, per_op: bool) -> Result<Context> {
         let win = Window::allocate(world, 8, 1, &Info::new())?;
         let fabric = (0..world.size())
             .map(|t| win.transport_name(t))
@@ -60,6 +64,7 @@ impl Context {
             binding: combine(&bindings),
             host: read_trimmed("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown".into()),
             started: rfc3339(started),
+            timing: per_op.then(|| "per-op median".to_owned()),
         })
     }
 

@@ -347,6 +347,11 @@ pub struct BenchArgs {
     /// provider from FI_PROVIDER) [default: auto, or ONESIDED_TRANSPORT].
     #[arg(long, value_name = "auto|fabric", value_parser = onesided::TransportChoice::parse)]
     pub transport: Option<onesided::TransportChoice>,
+    /// Time each iteration of an OSU test on its own and report the median iteration, as
+    /// latency probes such as the C floor of libfabric do, instead of OSU's mean over the loop
+    /// (which a preempted iteration raises on a shared machine).
+    #[arg(long)]
+    pub per_op: bool,
     /// What rank 1 does while rank 0 times a passive-target OSU test (-s flush, flush_local,
     /// lock, lock_all; not over dynamic windows)
     #[arg(long, value_enum, value_name = "TARGET")]
@@ -398,17 +403,38 @@ fn one(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()
 }
 
 /// Runs `body` `pass.warmup` times, then `pass.iters` times under the clock; returns the time
-/// of the timed iterations.
+/// of the timed iterations. With `pass.per_op`, each iteration is timed on its own and the time
+/// returned is the median iteration's, as many times as there were iterations.
 #[inline(always)]
 fn timed(pass: options::Pass, mut body: impl FnMut() -> Result<()>) -> Result<Duration> {
     for _ in 0..pass.warmup {
         body()?;
+    }
+    if pass.per_op {
+        let mut times = Vec::with_capacity(pass.iters);
+        for _ in 0..pass.iters {
+            let start = Instant::now();
+            body()?;
+            times.push(start.elapsed());
+        }
+        return Ok(median(&mut times).mul_f64(pass.iters as f64));
     }
     let start = Instant::now();
     for _ in 0..pass.iters {
         body()?;
     }
     Ok(start.elapsed())
+}
+
+/// The median of `times` (the mean of the middle two of an even count; zero for none).
+fn median(times: &mut [Duration]) -> Duration {
+    times.sort_unstable();
+    let n = times.len();
+    match n {
+        0 => Duration::ZERO,
+        n if n % 2 == 1 => times[n / 2],
+        n => (times[n / 2 - 1] + times[n / 2]) / 2,
+    }
 }
 
 /// Microseconds per unit, `units` units in `time` (counts as f64: -i may be huge).
@@ -419,4 +445,17 @@ fn micros(time: Duration, units: f64) -> f64 {
 /// MB/s (1 MB = 1e6 B) of `bytes` bytes moved in `time`.
 fn mbps(time: Duration, bytes: f64) -> f64 {
     bytes / 1e6 / time.as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_is_the_middle_time_or_the_mean_of_the_middle_two() {
+        let us = Duration::from_micros;
+        assert_eq!(median(&mut [us(9), us(1), us(5)]), us(5));
+        assert_eq!(median(&mut [us(4), us(100), us(1), us(2)]), us(3));
+        assert_eq!(median(&mut []), Duration::ZERO);
+    }
 }

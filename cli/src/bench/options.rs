@@ -86,6 +86,8 @@ pub(super) enum Kind {
 pub(super) struct Pass {
     pub warmup: usize,
     pub iters: usize,
+    /// Time each iteration on its own (`--per-op`).
+    pub per_op: bool,
 }
 
 impl Pass {
@@ -112,6 +114,8 @@ pub(super) struct Plan {
     warmup: Option<usize>,
     /// What rank 1 does during a passive-target test.
     pub target: Target,
+    /// Report the median iteration instead of the mean (`--per-op`).
+    pub per_op: bool,
 }
 
 fn usage(msg: String) -> Error {
@@ -170,6 +174,9 @@ impl Plan {
         if let Some(target) = args.target {
             check_target(t, args, target)?;
         }
+        if args.per_op && !t.is_osu() {
+            return Err(refuse(t, "--per-op", "the OSU tests"));
+        }
         if args.iterations == Some(0) {
             return Err(usage("-i must be at least 1".into()));
         }
@@ -218,6 +225,7 @@ impl Plan {
             iterations: args.iterations,
             warmup: args.warmup,
             target: args.target.unwrap_or_default(),
+            per_op: args.per_op,
         })
     }
 
@@ -242,6 +250,7 @@ impl Plan {
         Pass {
             warmup: self.warmup.unwrap_or(warmup),
             iters: self.iterations.unwrap_or(iters),
+            per_op: self.per_op,
         }
     }
 }

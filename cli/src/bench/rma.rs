@@ -34,12 +34,21 @@ fn title(test: Test) -> &'static str {
     }
 }
 
+/// The note of a table whose values are median iterations (`--per-op`).
+pub(super) const PER_OP: &str = "median of per-iteration times (--per-op), not the loop's mean";
+
 /// The table of an OSU test: title, window creation, synchronization and datatype, one column.
 pub(super) fn osu_table(test: Test, plan: &Plan, datatype: &'static str, column: Column) -> Table {
     Table {
         test,
         title: title(test).to_owned(),
-        notes: plan.target.note().map(String::from).into_iter().collect(),
+        notes: plan
+            .target
+            .note()
+            .map(String::from)
+            .into_iter()
+            .chain(plan.per_op.then(|| PER_OP.to_owned()))
+            .collect(),
         window: Some(plan.creation.mpi_name()),
         sync: Some(plan.sync(test).mpi_name()),
         datatype: Some(datatype),

@@ -153,7 +153,7 @@ fn in_job(args: &BenchArgs, plan: &Plan, config: Config) -> Result<i32> {
     }
     let file: Option<PathBuf> = args.results_file.clone();
     let context = if plan.format != Format::Osu || file.is_some() {
-        Some(Context::gather(&world, started)?)
+        Some(Context::gather(&world, started, plan.per_op)?)
     } else {
         None
     };

@@ -59,6 +59,8 @@ pub struct Context {
     pub host: Option<String>,
     /// When the run started (RFC 3339).
     pub started: Option<String>,
+    /// `per-op median` for median iterations (`--per-op`); absent for means over the loop.
+    pub timing: Option<String>,
 }
 
 impl Context {
@@ -91,6 +93,9 @@ impl Context {
         }
         if let Some(s) = &self.started {
             parts.push(format!("started {s}"));
+        }
+        if let Some(t) = &self.timing {
+            parts.push(t.clone());
         }
         parts.join(", ")
     }
