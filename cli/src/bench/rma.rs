@@ -35,7 +35,7 @@ fn title(test: Test) -> &'static str {
 }
 
 /// The note of a table whose values are median iterations (`--per-op`).
-pub(super) const PER_OP: &str = "median of per-iteration times (--per-op), not the loop's mean";
+const PER_OP: &str = "median of per-iteration times (--per-op), not the loop's mean";
 
 /// The table of an OSU test: title, window creation, synchronization and datatype, one column.
 pub(super) fn osu_table(test: Test, plan: &Plan, datatype: &'static str, column: Column) -> Table {
