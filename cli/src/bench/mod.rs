@@ -415,26 +415,16 @@ fn timed(pass: options::Pass, mut body: impl FnMut() -> Result<()>) -> Result<Du
         for _ in 0..pass.iters {
             let start = Instant::now();
             body()?;
-            times.push(start.elapsed());
+            times.push(start.elapsed().as_secs_f64());
         }
-        return Ok(median(&mut times).mul_f64(pass.iters as f64));
+        let median = stats::Summary::of(&times).median;
+        return Ok(Duration::try_from_secs_f64(median * pass.iters as f64).unwrap_or_default());
     }
     let start = Instant::now();
     for _ in 0..pass.iters {
         body()?;
     }
     Ok(start.elapsed())
-}
-
-/// The median of `times` (the mean of the middle two of an even count; zero for none).
-fn median(times: &mut [Duration]) -> Duration {
-    times.sort_unstable();
-    let n = times.len();
-    match n {
-        0 => Duration::ZERO,
-        n if n % 2 == 1 => times[n / 2],
-        n => (times[n / 2 - 1] + times[n / 2]) / 2,
-    }
 }
 
 /// Microseconds per unit, `units` units in `time` (counts as f64: -i may be huge).
@@ -445,17 +435,4 @@ fn micros(time: Duration, units: f64) -> f64 {
 /// MB/s (1 MB = 1e6 B) of `bytes` bytes moved in `time`.
 fn mbps(time: Duration, bytes: f64) -> f64 {
     bytes / 1e6 / time.as_secs_f64()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_median_is_the_middle_time_or_the_mean_of_the_middle_two() {
-        let us = Duration::from_micros;
-        assert_eq!(median(&mut [us(9), us(1), us(5)]), us(5));
-        assert_eq!(median(&mut [us(4), us(100), us(1), us(2)]), us(3));
-        assert_eq!(median(&mut []), Duration::ZERO);
-    }
 }
