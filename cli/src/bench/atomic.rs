@@ -15,6 +15,7 @@
 //! get_accumulate and MPI_LOCK_SHARED for the others.
 
 use super::options::{Kind, Plan};
+use super::pages::Pages;
 use super::report::{LATENCY, Report};
 use super::rma::{Loop, epochs, latency, osu_table, repeat, with_window};
 use super::{Datatype, Test};
@@ -73,8 +74,8 @@ fn sweep_of<E: Element>(world: &World, test: Test, plan: &Plan, report: &mut Rep
         let count = size / elem;
         let pass = plan.pass(Kind::Latency, size);
         let times = with_window(world, plan.creation, size, |win, at| {
-            let origin: Vec<E> = vec![E::ONE; count];
-            let mut result: Vec<E> = vec![E::ZERO; count];
+            let origin = Pages::filled(count, E::ONE);
+            let mut result = Pages::filled(count, E::ZERO);
             repeat(plan.repetitions, pass, |p| match test {
                 Test::AccLatency => {
                     epochs(win, how, p, |w, t| w.accumulate(&origin, t, at, Op::Sum))

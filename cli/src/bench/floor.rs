@@ -6,6 +6,7 @@
 //!   round trip is the least any synchronization between two processes can cost.
 
 use super::options::{Kind, Pass, Plan};
+use super::pages::Pages;
 use super::report::{BANDWIDTH, Column, LATENCY, Report, Table};
 use super::rma::repeat;
 use super::{Test, mbps, micros, timed};
@@ -56,8 +57,8 @@ pub(super) fn memcpy_bw(world: &World, plan: &Plan, report: &mut Report) -> Resu
         for size in plan.sizes.iter() {
             let pass = plan.pass(Kind::Bandwidth, size);
             let bytes = size * plan.window;
-            let src = vec![0x5au8; bytes];
-            let mut dst = vec![0xa5u8; bytes];
+            let src = Pages::filled(bytes, 0x5au8);
+            let mut dst = Pages::filled(bytes, 0xa5u8);
             let times = repeat(plan.repetitions, pass, |p| {
                 timed(p, || {
                     for (d, s) in dst.chunks_exact_mut(size).zip(src.chunks_exact(size)) {

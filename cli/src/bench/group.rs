@@ -16,6 +16,7 @@
 //! increments, and fails otherwise. Rows of the tests without a message size have size 0.
 
 use super::options::{Kind, Pass, Plan};
+use super::pages::Pages;
 use super::report::{BANDWIDTH, Column, LATENCY, Report, Table};
 use super::rma::repeat;
 use super::{Test, mbps, micros, timed};
@@ -218,7 +219,7 @@ pub(super) fn alltoall_put(world: &World, plan: &Plan, report: &mut Report) -> R
     let (n, me) = (world.size(), world.rank());
     for size in plan.sizes.iter() {
         let pass = plan.pass(Kind::Bandwidth, size);
-        let buf = vec![0x5au8; size];
+        let buf = Pages::filled(size, 0x5au8);
         let times = on_window(world, size * n, 1, |win| {
             win.fence(Assert::NOPRECEDE)?;
             let times = repeat(plan.repetitions, pass, |p| {

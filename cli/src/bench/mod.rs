@@ -17,6 +17,7 @@ mod context;
 mod floor;
 mod group;
 mod options;
+mod pages;
 mod report;
 mod rma;
 mod start;

@@ -11,6 +11,7 @@
 
 use super::busy::{self, Target};
 use super::options::{Kind, Pass, Plan};
+use super::pages::Pages;
 use super::report::{BANDWIDTH, Column, LATENCY, MESSAGE_RATE, Report, Table};
 use super::{Creation, SyncMode, Test, mbps, micros, timed};
 use onesided::{Assert, Error, ErrorClass, Info, LockType, Result, Window, World};
@@ -18,6 +19,9 @@ use std::time::Duration;
 
 /// The datatype OSU's put and get tests move and name in their header.
 const BYTES: &str = "MPI_CHAR";
+
+/// What the memory a benchmark lends to a window holds before the test (OSU: `memset` to 'b').
+const WINDOW_FILL: u8 = 0xa5;
 
 /// The title line of an OSU test.
 fn title(test: Test) -> &'static str {
@@ -108,8 +112,8 @@ pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report)
     for size in plan.sizes.iter() {
         let pass = plan.pass(kind, size);
         let times = with_window(world, plan.creation, size * count, |win, at| {
-            // Filled with non-zero bytes, so that its pages are touched before the clock starts;
-            // from alloc_mem where the window's memory is (registered with the NIC ahead).
+            // Page-aligned and filled with non-zero bytes, as OSU's; from alloc_mem where the
+            // window's memory is (registered with the NIC ahead).
             let (mut plain, mut special);
             let buf: &mut [u8] = match plan.creation {
                 Creation::AllocMem => {
@@ -118,7 +122,7 @@ pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report)
                     &mut special[..]
                 }
                 _ => {
-                    plain = vec![0x5au8; size * count];
+                    plain = Pages::filled(size * count, 0x5au8);
                     &mut plain[..]
                 }
             };
@@ -206,17 +210,16 @@ pub(super) fn with_window<R>(
             result
         }
         Creation::Create => {
-            let mut memory = vec![0u8; busy::window_bytes(bytes)];
+            let mut memory = Pages::filled(busy::window_bytes(bytes), WINDOW_FILL);
             Window::create(world, &mut memory[..], 1, &info, |win| run(win, 0))?
         }
         Creation::AllocMem => {
             let mut memory = world.alloc_mem::<u8>(busy::window_bytes(bytes), &info)?;
-            memory.fill(0);
+            memory.fill(WINDOW_FILL);
             Window::create(world, &mut memory[..], 1, &info, |win| run(win, 0))?
         }
         Creation::Dynamic => {
-            // In words, so that the atomic tests' elements are aligned.
-            let mut memory = vec![0u64; bytes.div_ceil(8)];
+            let mut memory = Pages::filled(bytes, WINDOW_FILL);
             Window::create_dynamic(world, &info, |win| {
                 let mine = win.attach(&mut memory[..])?;
                 let all = world.allgather(&(mine.disp() as u64).to_le_bytes())?;
