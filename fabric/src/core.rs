@@ -5,7 +5,7 @@ use crate::domain::Domain;
 use crate::error::FiError;
 use crate::port::Port;
 use crate::region::Registered;
-use crate::stage::Staged;
+use crate::stage::{Pool, Staged};
 use crate::stamp::Stamps;
 use crate::sys;
 use crate::track::{Context, Track};
@@ -52,6 +52,8 @@ pub(crate) struct Core {
     pub(crate) stamps: Stamps,
     /// Polls so far (`Core::poll`), to pace the polls of the serving port.
     pub(crate) rounds: AtomicU64,
+    /// Staging buffers of settled request operations, kept for reuse (`stage.rs`).
+    pub(crate) pool: Arc<Pool>,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.

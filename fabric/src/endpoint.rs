@@ -102,6 +102,7 @@ impl Endpoint {
             active: AtomicU64::new(0),
             stamps: Stamps::new(),
             rounds: AtomicU64::new(0),
+            pool: Arc::default(),
         };
         let core = Arc::new(core);
         let p = domain.provider();
@@ -487,5 +488,6 @@ impl Drop for Endpoint {
         if let Some(t) = self.progress.thread.take() {
             let _ = t.join();
         }
+        self.core.pool.close();
     }
 }

@@ -74,6 +74,22 @@ fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
     let mut landed = vec![0u8; 70_000];
     region.mem().read(400_000, &mut landed).unwrap();
     assert_eq!(landed[..], big[..70_000]);
+    // The staging buffers of settled requests are reused: the next write and read of that
+    // size carry their own bytes.
+    let w = a
+        .start_write(&big[70_000..140_000], at(400_000), &live)
+        .unwrap();
+    a.finish(w, None, &live).unwrap();
+    a.flush(peer, &live).unwrap();
+    region.mem().read(400_000, &mut landed).unwrap();
+    assert_eq!(
+        landed[..],
+        big[70_000..140_000],
+        "write from a reused buffer"
+    );
+    let t = a.start_read(70_000, at(4096 + 1000), &live).unwrap();
+    a.finish(t, Some(&mut landed), &live).unwrap();
+    assert_eq!(landed[..], big[1000..71_000], "read into a reused buffer");
 
     // Buffers inside memory registered on the origin's endpoint go with that registration.
     let own = a.register(Mem::alloc(1 << 18, 4096).unwrap()).unwrap();
