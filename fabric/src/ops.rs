@@ -168,14 +168,19 @@ impl Endpoint {
             other => (addr, other.desc()),
         };
         let step = self.step();
-        let mut slots = Vec::new();
-        let posted = (0..len).step_by(step).try_for_each(|at| {
-            let n = step.min(len - at);
-            slots.push(self.rma_read(into + at, n, desc, from.at(at), None, keep_waiting)?);
-            Ok(())
-        });
-        let waited = self.wait_all(&slots, keep_waiting);
-        posted.and(waited)?;
+        if len <= step {
+            let slot = self.rma_read(into, len, desc, from, None, keep_waiting)?;
+            self.wait_slot("operation", slot, keep_waiting)?;
+        } else {
+            let mut slots = Vec::new();
+            let posted = (0..len).step_by(step).try_for_each(|at| {
+                let n = step.min(len - at);
+                slots.push(self.rma_read(into + at, n, desc, from.at(at), None, keep_waiting)?);
+                Ok(())
+            });
+            let waited = self.wait_all(&slots, keep_waiting);
+            posted.and(waited)?;
+        }
         match lent {
             Lent::Bounce => self
                 .bounce
