@@ -12,7 +12,7 @@
 //! | `ONESIDED_FABRIC_PROVIDER`, else `FI_PROVIDER` | a libfabric provider (`tcp`, `shm`, `verbs`, ...) | unset: the first libfabric offers |
 //! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands (to run the strict paths on a lenient provider) |
 //! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software`, `verbs` | NIC atomics for each (type, operation) the provider runs natively, as `accumulate_ops` allows; the emulation for all; or the NIC for only what RDMA verbs runs (64-bit fetch-add, read, compare-and-swap) |
-//! | `ONESIDED_FABRIC_PROGRESS` | `wake` (default), `poll` | how the endpoint's progress thread serves this rank's memory while the rank is outside the library: asleep until traffic arrives, in the wait object of a second endpoint that peers address, while operations are issued on one without a wait object (an operation on a computing target: 30-75 us over tcp), or polling one endpoint every millisecond (up to a millisecond) |
+//! | `ONESIDED_FABRIC_PROGRESS` | `wake` (default), `poll` | how the endpoint's progress thread serves this rank's memory while the rank is outside the library: asleep until traffic arrives, in the wait object of a second endpoint that peers address, while operations are issued on one without a wait object (an operation on a computing target: 30-75 us over tcp), or polling one endpoint every millisecond (up to a millisecond; at once when a peer on the node rings the process's doorbell) |
 //! | `ONESIDED_PM` | `onesided`, `pmix`, `pmi`, `singleton` | the process manager; unset: detected (see [`ProcessManager`]) |
 //! | `ONESIDED_FAILURE_TIMEOUT` | seconds, 1 to 3600 (default 10) | how long a rank on another node may be silent (its host gone without closing its connections) before waits on it end with MPI_ERR_PROC_FAILED; a process that dies is noticed at once |
 
@@ -137,8 +137,9 @@ pub enum Progress {
     /// when it waits for its peers, and at every 8th when it waits for its own operations.
     #[default]
     Wake,
-    /// One endpoint, with no wait object; the progress thread polls it every millisecond: an
-    /// operation on a busy target waits up to a millisecond.
+    /// One endpoint, with no wait object; the progress thread polls it every millisecond, or
+    /// at once when an origin on the node rings its doorbell: an operation from another node
+    /// on a busy target waits up to a millisecond.
     Poll,
 }
 

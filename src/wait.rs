@@ -199,6 +199,12 @@ impl Peers {
         }
     }
 
+    /// The process of rank `r` where it runs on this node, in a process other than this one.
+    pub(crate) fn process_of(&self, r: usize) -> Option<u32> {
+        let pid = self.pids.get(r).copied()?;
+        (pid != 0 && pid != std::process::id()).then_some(pid)
+    }
+
     /// MPI_ERR_PROC_FAILED naming `rank`.
     pub(crate) fn failed(&self, rank: usize) -> Error {
         let pid = self.pids.get(rank).copied().unwrap_or(0);
@@ -224,8 +230,7 @@ pub(crate) fn until(
     let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(range)?;
     let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range)?;
     let backoff = Pause::new();
-    let mut checked = Instant::now();
-    let mut polls = 0u32;
+    let mut serving = Serving::new();
     loop {
         let v = word.load(Ordering::Acquire);
         if done(v) {
@@ -233,20 +238,7 @@ pub(crate) fn until(
         }
         transport.progress()?;
         if transport.caps().needs_target_progress {
-            // Serve the target side while waiting, as MPI libraries do in blocking calls:
-            // polling back to back (no backoff) keeps the turnaround of other origins'
-            // operations at polling speed; on a crowded node a yield after each of the first
-            // polls, then after every few, lets the other ranks run (the one waited for may
-            // need this very CPU).
-            polls += 1;
-            let every = polls.is_multiple_of(YIELD_EVERY);
-            if crowded() && (polls <= CROWDED_YIELDS || every) {
-                std::thread::yield_now();
-            }
-            if every && checked.elapsed() >= NAP {
-                watch()?;
-                checked = Instant::now();
-            }
+            serving.pace(watch)?;
             continue;
         }
         if !backoff.is_completed() {
@@ -277,9 +269,47 @@ pub(crate) fn until(
     }
 }
 
+/// The pace of a waiter that serves the target side of a transport needing target progress,
+/// as MPI libraries do in blocking calls: polling back to back (no backoff) keeps the
+/// turnaround of other origins' operations at polling speed; on a crowded node a yield after
+/// each of the first polls, then after every few, lets the other ranks run (the one waited for
+/// may need this very CPU). `watch` is called every [`NAP`].
+struct Serving {
+    polls: u32,
+    checked: Instant,
+}
+
+impl Serving {
+    fn new() -> Serving {
+        Serving {
+            polls: 0,
+            checked: Instant::now(),
+        }
+    }
+
+    /// After one poll of the transport: yield where the node is crowded, watch the peers
+    /// every [`NAP`].
+    fn pace(&mut self, watch: &dyn Fn() -> Result<()>) -> Result<()> {
+        self.polls = self.polls.wrapping_add(1);
+        let every = self.polls.is_multiple_of(YIELD_EVERY);
+        if crowded() && (self.polls <= CROWDED_YIELDS || every) {
+            std::thread::yield_now();
+        }
+        if every && self.checked.elapsed() >= NAP {
+            watch()?;
+            self.checked = Instant::now();
+        }
+        Ok(())
+    }
+}
+
 /// Retry `attempt` until it returns `Some`, backing off between tries and calling `watch` while
-/// sleeping (for waits on another rank's memory, such as a contended lock).
+/// it waits (for waits on another rank's memory, such as a contended lock). The tries go
+/// through `transport`: where it needs target progress, the waiter serves its peers between
+/// tries instead of sleeping, since the rank it waits for may be waiting on this one's memory
+/// (a lock holder's get, put and release at a rank that contends for the lock itself).
 pub(crate) fn retry<T>(
+    transport: &dyn Transport,
     watch: &dyn Fn() -> Result<()>,
     mut attempt: impl FnMut() -> Result<Option<T>>,
 ) -> Result<T> {
@@ -287,21 +317,31 @@ pub(crate) fn retry<T>(
     let mut nap = Duration::from_micros(20);
     // Read the clock only once sleeping starts: an uncontended lock is one attempt.
     let mut checked = None;
+    let mut serving = None;
     loop {
         if let Some(v) = attempt()? {
             return Ok(v);
         }
         if !backoff.is_completed() {
             backoff.snooze();
+            continue;
+        }
+        if transport.caps().needs_target_progress {
+            let serving = serving.get_or_insert_with(Serving::new);
+            let end = Instant::now() + nap;
+            while Instant::now() < end {
+                transport.progress()?;
+                serving.pace(watch)?;
+            }
         } else {
             std::thread::sleep(nap);
-            nap = (nap * 2).min(Duration::from_millis(1));
             let since = *checked.get_or_insert_with(Instant::now);
             if since.elapsed() >= NAP {
                 watch()?;
                 checked = Some(Instant::now());
             }
         }
+        nap = (nap * 2).min(Duration::from_millis(1));
     }
 }
 

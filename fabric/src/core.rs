@@ -2,6 +2,7 @@
 //! owning thread while it issues and waits, by the progress thread while it does not.
 
 use crate::domain::Domain;
+use crate::doorbell::{Doorbell, HOT, Knocker};
 use crate::error::FiError;
 use crate::port::Port;
 use crate::region::Registered;
@@ -12,7 +13,7 @@ use crate::track::{Context, Track};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the progress thread blocks in one `fi_cq_sread` before it looks again at its stop
 /// flag and at the owner's activity.
@@ -54,6 +55,13 @@ pub(crate) struct Core {
     pub(crate) rounds: AtomicU64,
     /// Staging buffers of settled request operations, kept for reuse (`stage.rs`).
     pub(crate) pool: Arc<Pool>,
+    /// Without a serving port: this process's doorbell, which the progress thread dozes on
+    /// and peers ring when their operations wait for this rank (`doorbell.rs`).
+    pub(crate) doorbell: Option<Doorbell>,
+    /// Without a serving port: what this endpoint rings its peers' doorbells with, and the
+    /// process of each peer (by its number; 0: none to ring, as for peers on other nodes).
+    pub(crate) knocker: Option<Knocker>,
+    pub(crate) pids: Mutex<Vec<u32>>,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.
@@ -78,9 +86,47 @@ impl Core {
     pub(crate) fn serve(&self) {
         let idle = self.idle();
         if idle < HOLDOFF {
-            std::thread::sleep(HOLDOFF - idle);
+            self.doze(HOLDOFF - idle);
         } else {
             self.wait();
+        }
+    }
+
+    /// Sleep for `d`, or on the doorbell until a peer rings it: then serve the peers back to
+    /// back for [`HOT`].
+    fn doze(&self, d: Duration) {
+        let Some(bell) = &self.doorbell else {
+            std::thread::sleep(d);
+            return;
+        };
+        if bell.doze(d) {
+            let since = Instant::now();
+            while since.elapsed() < HOT {
+                self.poll_all();
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Ring the doorbells of the peers this endpoint has operations in flight to (for a wait
+    /// that has lasted long enough that they are likely away).
+    pub(crate) fn knock(&self) {
+        let Some(knocker) = &self.knocker else {
+            return;
+        };
+        let busy: Vec<u32> = self.track().busy_peers().collect();
+        let pids = self.pids.lock().unwrap_or_else(|p| p.into_inner());
+        for pid in busy.into_iter().filter_map(|p| pids.get(p as usize)) {
+            if *pid != 0 {
+                knocker.knock(*pid);
+            }
+        }
+    }
+
+    /// End a doze of the progress thread (it is to stop).
+    pub(crate) fn ring_own(&self) {
+        if let Some(bell) = &self.doorbell {
+            bell.ring();
         }
     }
 
@@ -168,11 +214,11 @@ impl Core {
     }
 
     /// Block until traffic arrives at the serving port or `PROGRESS_WAIT_MS` passes (without
-    /// one: sleep `HOLDOFF`), progressing meanwhile.
+    /// one: doze `HOLDOFF` on the doorbell), progressing meanwhile.
     pub(crate) fn wait(&self) {
         let Some(serve) = &self.serve else {
             self.poll();
-            std::thread::sleep(HOLDOFF);
+            self.doze(HOLDOFF);
             return;
         };
         let mut entries = [sys::fi_cq_entry::default(); BATCH];

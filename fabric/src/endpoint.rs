@@ -3,6 +3,7 @@
 
 use crate::core::Core;
 use crate::domain::Domain;
+use crate::doorbell::{Doorbell, KNOCK_AFTER, Knocker};
 use crate::error::{FiError, check};
 use crate::gather::Gathering;
 use crate::info::MrMode;
@@ -93,6 +94,10 @@ impl Endpoint {
             Idle::Wake => Port::open_waking(domain)?,
             Idle::Poll => None,
         };
+        let (doorbell, knocker) = match serve {
+            Some(_) => (None, None),
+            None => (Doorbell::take(), Knocker::new()),
+        };
         let core = Core {
             domain: domain.clone(),
             out,
@@ -103,6 +108,9 @@ impl Endpoint {
             stamps: Stamps::new(),
             rounds: AtomicU64::new(0),
             pool: Arc::default(),
+            doorbell,
+            knocker,
+            pids: Mutex::default(),
         };
         let core = Arc::new(core);
         let p = domain.provider();
@@ -240,6 +248,17 @@ impl Endpoint {
         };
         peers.insert(name.to_vec(), peer);
         Ok(peer)
+    }
+
+    /// Note that `peer` is process `pid` on this node, whose progress thread a wait for
+    /// operations to it may wake where the provider cannot (`doorbell.rs`).
+    pub fn set_pid(&self, peer: Peer, pid: u32) {
+        let mut pids = self.core.pids.lock().unwrap_or_else(|p| p.into_inner());
+        let i = peer.index as usize;
+        if pids.len() <= i {
+            pids.resize(i + 1, 0);
+        }
+        pids[i] = pid;
     }
 
     /// Register memory for the life of `'a` so that peers can reach it.
@@ -380,9 +399,9 @@ impl Endpoint {
     }
 
     /// Like [`Endpoint::progress`], but block in the serving port's wait object until traffic
-    /// arrives or about a millisecond passes (without one: sleep a millisecond; the progress
-    /// thread stands aside
-    /// meanwhile): for waits on a peer that makes no progress ([`Waiting::Idle`]).
+    /// arrives or about a millisecond passes (without one: doze a millisecond on the doorbell;
+    /// the progress thread stands aside meanwhile): for waits on a peer that makes no progress
+    /// ([`Waiting::Idle`]).
     pub fn idle(&self) {
         self.core.touch();
         self.core.wait();
@@ -401,7 +420,8 @@ pub enum Idle {
     /// and a signal per completion, 2-4 us of a 13 us put + flush when the one endpoint had it).
     Wake,
     /// One endpoint, whose queue has no wait object: the progress thread polls it every
-    /// millisecond.
+    /// millisecond, or at once when a peer on this node rings the process's doorbell
+    /// (`doorbell.rs`).
     Poll,
 }
 
@@ -426,6 +446,8 @@ struct Patience<'a> {
     keep_waiting: &'a dyn Fn() -> Waiting,
     /// When `keep_waiting` was last asked (the first look at the clock, at first).
     checked: Option<Instant>,
+    /// Whether the peers waited for were woken (once per wait, after [`KNOCK_AFTER`]).
+    knocked: bool,
     backoff: Backoff,
     idle: bool,
     rounds: u32,
@@ -438,6 +460,7 @@ impl<'a> Patience<'a> {
             core,
             keep_waiting,
             checked: None,
+            knocked: false,
             backoff: Backoff::new(),
             idle: false,
             rounds: 0,
@@ -460,7 +483,12 @@ impl<'a> Patience<'a> {
             return Ok(());
         }
         let checked = *self.checked.get_or_insert_with(Instant::now);
-        if checked.elapsed() >= CHECK_EVERY {
+        let waited = checked.elapsed();
+        if !self.knocked && waited >= KNOCK_AFTER {
+            self.knocked = true;
+            self.core.knock();
+        }
+        if waited >= CHECK_EVERY {
             match (self.keep_waiting)() {
                 Waiting::GiveUp => {
                     return Err(FiError::with_detail(
@@ -489,6 +517,7 @@ impl Drop for Endpoint {
         std::mem::forget(stranded);
         self.progress.stop.store(true, Ordering::Release);
         self.core.wake();
+        self.core.ring_own();
         if let Some(t) = self.progress.thread.take() {
             let _ = t.join();
         }

@@ -38,6 +38,8 @@ mod core;
 #[cfg(have_libfabric)]
 mod domain;
 #[cfg(have_libfabric)]
+mod doorbell;
+#[cfg(have_libfabric)]
 mod endpoint;
 #[cfg(have_libfabric)]
 mod error;

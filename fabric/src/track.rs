@@ -180,6 +180,11 @@ impl<K> Track<K> {
         self.peers.get(peer as usize).is_some_and(PeerCount::busy)
     }
 
+    /// The peers operations are in flight to.
+    pub(crate) fn busy_peers(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.peers.len() as u32).filter(|&p| self.busy(p))
+    }
+
     /// Whether any operation is in flight.
     pub(crate) fn in_flight(&self) -> bool {
         self.peers.iter().any(PeerCount::busy)

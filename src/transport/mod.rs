@@ -413,7 +413,7 @@ pub(crate) fn under_acc_lock<R>(
     body: impl FnOnce() -> Result<R>,
 ) -> Result<R> {
     let lock = |op| t.amo(target, Space::Control, layout::ACC_LOCK, op);
-    crate::wait::retry(watch, || {
+    crate::wait::retry(t, watch, || {
         Ok((lock(Amo::CompareSwap {
             compare: 0,
             swap: 1,

@@ -211,7 +211,7 @@ impl<'a> Window<'a> {
     fn read_table(&self, route: &dyn Transport, target: usize) -> Result<View> {
         let table = self.attach_table();
         let mut bytes = vec![0u8; attach::TABLE_LEN];
-        wait::retry(&|| self.peers.all_alive(), || {
+        wait::retry(route, &|| self.peers.all_alive(), || {
             route.get(target, Space::Control, table, &mut bytes)?;
             Ok(match attach::decode(&bytes) {
                 Read::Table(view) => Some(view),

@@ -128,7 +128,7 @@ impl Window<'_> {
         let t = self.atomic_route();
         let word = |op| t.amo(target, Space::Control, layout::LOCK, op);
         let mut taking = Taking::new(mode);
-        let held = wait::retry(&|| self.watch_all(), || {
+        let held = wait::retry(t, &|| self.watch_all(), || {
             loop {
                 match taking.advance(word(taking.amo())?) {
                     Next::Held => return Ok(Some(())),

@@ -182,7 +182,8 @@ impl<'a> FabricTransport<'a> {
         let mut native = NativeOps::ALL;
         let targets = keys
             .iter()
-            .map(|k| {
+            .enumerate()
+            .map(|(r, k)| {
                 let k = FabricKey::decode(k)?;
                 native = native.and(NativeOps::from_bits(k.native));
                 let ep = &local.res.ep;
@@ -198,8 +199,12 @@ impl<'a> FabricTransport<'a> {
                         len,
                     })
                 };
+                let peer = ep.insert(&k.name).map_err(fi_err)?;
+                if let Some(pid) = peers.process_of(r) {
+                    ep.set_pid(peer, pid);
+                }
                 Ok(Target {
-                    peer: ep.insert(&k.name).map_err(fi_err)?,
+                    peer,
                     ctrl: remote(&k.ctrl, layout::ctrl_block(keys.len()))?,
                     data: remote(&k.data, k.len)?,
                     lead: k.lead,
