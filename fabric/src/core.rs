@@ -2,7 +2,7 @@
 //! owning thread while it issues and waits, by the progress thread while it does not.
 
 use crate::domain::Domain;
-use crate::doorbell::{Doorbell, HOT, Knocker};
+use crate::doorbell::{Doorbell, Knocker};
 use crate::error::FiError;
 use crate::port::Port;
 use crate::region::Registered;
@@ -25,6 +25,9 @@ const PROGRESS_WAIT_MS: i32 = 1;
 /// owner's core still cost 10-20% of that latency, at 1 ms they are lost in the noise, and a
 /// target that stops calling in is served again within 1 ms.
 const HOLDOFF: Duration = Duration::from_millis(1);
+/// How long the progress thread serves back to back after traffic woke it (operations come in
+/// bursts: only the first of a burst pays for the wake-up).
+const HOT: Duration = Duration::from_millis(1);
 /// A wait for this endpoint's own operations polls the serving port every this many rounds.
 const SERVE_EVERY: u64 = 8;
 /// Completion entries read from the queue at once.
@@ -100,12 +103,45 @@ impl Core {
             return;
         };
         if bell.doze(d) {
-            let since = Instant::now();
-            while since.elapsed() < HOT {
-                self.poll_all();
-                std::hint::spin_loop();
-            }
+            self.hot();
         }
+    }
+
+    /// After traffic woke this thread: serve the peers back to back for [`HOT`], since
+    /// operations come in bursts, unless the owner starts driving the endpoint meanwhile.
+    fn hot(&self) {
+        let began = self.stamps.now();
+        let since = Instant::now();
+        while since.elapsed() < HOT && self.active.load(Ordering::Relaxed) < began {
+            self.poll_all();
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Block on the file descriptor `fd` of the serving queue's wait object until traffic
+    /// arrives or `PROGRESS_WAIT_MS` passes, then progress, and on traffic serve back to back
+    /// ([`Core::hot`]). `fi_cq_sread` would not return on traffic that leaves no completion
+    /// (a peer's RMA), only at its timeout. False where the provider has work pending and the
+    /// thread must not block (the caller progresses instead).
+    fn block_on(&self, serve: &Port, fd: libc::c_int) -> bool {
+        // SAFETY: the queue is open; its fid is its first member.
+        let mut fid = unsafe { &raw mut (*serve.cq).fid };
+        // SAFETY: the fabric and the queue are open; fi_trywait reads one fid pointer.
+        if unsafe { sys::fi_trywait(self.domain.fabric(), &mut fid, 1) } != 0 {
+            return false;
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let woken = unsafe { libc::poll(&mut pfd, 1, PROGRESS_WAIT_MS) } > 0;
+        self.poll_all();
+        if woken {
+            self.hot();
+        }
+        true
     }
 
     /// Ring the doorbells of the peers this endpoint has operations in flight to (for a wait
@@ -221,6 +257,11 @@ impl Core {
             self.doze(HOLDOFF);
             return;
         };
+        if let Some(fd) = serve.wait_fd
+            && self.block_on(serve, fd)
+        {
+            return;
+        }
         let mut entries = [sys::fi_cq_entry::default(); BATCH];
         // SAFETY: as in `poll`; the condition argument may be NULL.
         unsafe {

@@ -68,6 +68,11 @@ impl Domain {
         self.domain
     }
 
+    /// The fabric the domain belongs to (for `fi_trywait`).
+    pub(crate) fn fabric(&self) -> *mut sys::fid_fabric {
+        self.fabric
+    }
+
     /// Whether the provider executes `op` on `dtype` natively for one element, for the `kind`
     /// of call (`fi_query_atomic`).
     pub fn atomic_native(&self, dtype: Datatype, op: AtomicOp, kind: AtomicKind) -> bool {

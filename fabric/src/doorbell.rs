@@ -8,7 +8,7 @@
 //! abstract namespace named after its process, which vanishes with the process and leaves no
 //! file behind. An origin whose operation has waited [`KNOCK_AFTER`] sends one empty datagram
 //! to the doorbell of each peer process it waits for; the woken thread then polls back to back
-//! for [`HOT`], since operations come in bursts.
+//! for a while (`Core::hot`), since operations come in bursts.
 //!
 //! One doorbell per process: the first endpoint without a waking queue takes it; another one in
 //! the same process (a second thread's world) keeps polling every millisecond.
@@ -19,8 +19,6 @@ use std::time::Duration;
 
 /// How long an origin waits for an operation before it wakes the peers it waits for.
 pub(crate) const KNOCK_AFTER: Duration = Duration::from_micros(20);
-/// How long a woken progress thread polls back to back.
-pub(crate) const HOT: Duration = Duration::from_millis(1);
 
 /// The abstract socket name of doorbell `id` (a process id; the tests use ids no process has).
 fn address(id: u32) -> Option<SocketAddr> {

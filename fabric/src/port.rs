@@ -17,6 +17,8 @@ pub(crate) struct Port {
     pub(crate) ep: *mut sys::fid_ep,
     pub(crate) av: *mut sys::fid_av,
     pub(crate) cq: *mut sys::fid_cq,
+    /// The file descriptor of the queue's wait object, where it has one to poll (`FI_GETWAIT`).
+    pub(crate) wait_fd: Option<libc::c_int>,
 }
 
 impl Port {
@@ -37,6 +39,17 @@ impl Port {
             return Ok(None);
         };
         port.enable(domain)?;
+        let mut fd: libc::c_int = -1;
+        // SAFETY: the queue is open with an FI_WAIT_FD wait object, for which FI_GETWAIT writes
+        // one int.
+        let ret = unsafe {
+            sys::fi_control(
+                &mut (*port.cq).fid,
+                sys::FI_GETWAIT as i32,
+                (&mut fd as *mut libc::c_int).cast(),
+            )
+        };
+        port.wait_fd = (ret == 0 && fd >= 0).then_some(fd);
         Ok(Some(port))
     }
 
@@ -47,6 +60,7 @@ impl Port {
             ep: ptr::null_mut(),
             av: ptr::null_mut(),
             cq: ptr::null_mut(),
+            wait_fd: None,
         };
         let mut cq_attr = sys::fi_cq_attr {
             format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
