@@ -90,7 +90,10 @@ pub(super) fn connect(net: &Arc<Net>, rank: usize, addrs: &[SocketAddr]) -> Resu
             }
         })();
         match attempt {
-            Ok((s, pid)) => return start(net, rank, pid, s),
+            Ok((s, pid)) => {
+                net.reading(rank);
+                return start(net, rank, pid, s);
+            }
             Err(why) => {
                 tracing::debug!(peer = rank, %addr, why, "collective network: address failed");
                 tried.push(format!("{addr}: {why}"));
@@ -109,31 +112,50 @@ pub(super) fn accept(net: Arc<Net>, s: TcpStream) {
     let Some((rank, pid)) = read_hello(&net, &s) else {
         return;
     };
+    let peer = rank < net.size && rank != net.me;
+    // Counted as being read before the answer: once answered, the peer may send its parts here
+    // and its goodbye down another connection, and is not gone before both are read (counted
+    // only at `start`, a peer that finished at once was taken for gone with its last part
+    // still unread here: `mpirun::shm::alloc_mem::errors`, once in CI).
+    if peer {
+        net.reading(rank);
+    }
     let answered = tune(&s, net.silence)
         .and_then(|()| hello(&net).encode())
         .and_then(|frame| wire::write_frame(&mut &s, &frame));
-    if answered.is_ok() && rank < net.size && rank != net.me {
-        let _ = start(&net, rank, pid, s).map(|_| ());
+    match answered {
+        Ok(()) if peer => {
+            let _ = start(&net, rank, pid, s);
+        }
+        Err(_) if peer => net.read_out(rank),
+        _ => {}
     }
 }
 
-/// Registers an established connection to `rank` and starts its reader; returns the writer the
-/// network uses for `rank` (the first registered, if both sides connected at once).
+/// Registers an established connection to `rank`, already counted as being read
+/// ([`Net::reading`]), and starts its reader, which ends the count when the connection ends
+/// (or ends it here if the reader cannot start); returns the writer the network uses for
+/// `rank` (the first registered, if both sides connected at once).
 fn start(net: &Arc<Net>, rank: usize, pid: u32, s: TcpStream) -> Result<Writer> {
     let what = format!("connection to rank {rank}");
     tracing::debug!(peer = rank, pid, local = ?s.local_addr().ok(), remote = ?s.peer_addr().ok(), "collective network: connected");
-    let reading = s.try_clone().map_err(os(what.clone()))?;
-    let writer = net.register(rank, s.try_clone().map_err(os(what.clone()))?);
-    net.reading(rank);
-    let net = Arc::clone(net);
-    thread::Builder::new()
-        .name(format!("onesided-mesh-{rank}"))
-        .spawn(move || {
-            read(&net, rank, pid, reading);
-            net.read_out(rank);
-        })
-        .map_err(os(format!("starting the reader of the {what}")))?;
-    Ok(writer)
+    let started = (|| {
+        let reading = s.try_clone().map_err(os(what.clone()))?;
+        let writer = net.register(rank, s.try_clone().map_err(os(what.clone()))?);
+        let net = Arc::clone(net);
+        thread::Builder::new()
+            .name(format!("onesided-mesh-{rank}"))
+            .spawn(move || {
+                read(&net, rank, pid, reading);
+                net.read_out(rank);
+            })
+            .map_err(os(format!("starting the reader of the {what}")))?;
+        Ok(writer)
+    })();
+    if started.is_err() {
+        net.read_out(rank);
+    }
+    started
 }
 
 /// Reader thread: files parts, passes failures on, and reports the peer lost when the
