@@ -2,7 +2,7 @@
 //! owning thread while it issues and waits, by the progress thread while it does not.
 
 use crate::domain::Domain;
-use crate::doorbell::{Doorbell, Knocker};
+use crate::doorbell::{Doorbell, KNOCK_EVERY, Knocker};
 use crate::error::FiError;
 use crate::port::Port;
 use crate::region::Registered;
@@ -27,7 +27,7 @@ const PROGRESS_WAIT_MS: i32 = 1;
 const HOLDOFF: Duration = Duration::from_millis(1);
 /// How long the progress thread serves back to back after traffic woke it (operations come in
 /// bursts: only the first of a burst pays for the wake-up).
-const HOT: Duration = Duration::from_millis(1);
+const HOT: Duration = KNOCK_EVERY;
 /// A wait for this endpoint's own operations polls the serving port every this many rounds.
 const SERVE_EVERY: u64 = 8;
 /// Completion entries read from the queue at once.
@@ -61,10 +61,12 @@ pub(crate) struct Core {
     /// Without a serving port: this process's doorbell, which the progress thread dozes on
     /// and peers ring when their operations wait for this rank (`doorbell.rs`).
     pub(crate) doorbell: Option<Doorbell>,
-    /// Without a serving port: what this endpoint rings its peers' doorbells with, and the
-    /// process of each peer (by its number; 0: none to ring, as for peers on other nodes).
+    /// Without a serving port: what this endpoint rings its peers' doorbells with, the
+    /// process of each peer (by its number; 0: none to ring, as for peers on other nodes), and
+    /// when it last rang (a stamp of `stamps`; 0: never).
     pub(crate) knocker: Option<Knocker>,
     pub(crate) pids: Mutex<Vec<u32>>,
+    pub(crate) rung: AtomicU64,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.
@@ -145,11 +147,17 @@ impl Core {
     }
 
     /// Ring the doorbells of the peers this endpoint has operations in flight to (for a wait
-    /// that has lasted long enough that they are likely away).
-    pub(crate) fn knock(&self) {
+    /// that has lasted long enough that they are likely away); false where this endpoint rang
+    /// less than [`KNOCK_EVERY`] ago, and the wait should try again later.
+    pub(crate) fn knock(&self) -> bool {
         let Some(knocker) = &self.knocker else {
-            return;
+            return true;
         };
+        let rung = self.rung.load(Ordering::Relaxed);
+        if rung != 0 && self.stamps.since(rung) < KNOCK_EVERY {
+            return false;
+        }
+        self.rung.store(self.stamps.now().max(1), Ordering::Relaxed);
         let busy: Vec<u32> = self.track().busy_peers().collect();
         let pids = self.pids.lock().unwrap_or_else(|p| p.into_inner());
         for pid in busy.into_iter().filter_map(|p| pids.get(p as usize)) {
@@ -157,6 +165,7 @@ impl Core {
                 knocker.knock(*pid);
             }
         }
+        true
     }
 
     /// End a doze of the progress thread (it is to stop).

@@ -111,6 +111,7 @@ impl Endpoint {
             doorbell,
             knocker,
             pids: Mutex::default(),
+            rung: AtomicU64::new(0),
         };
         let core = Arc::new(core);
         let p = domain.provider();
@@ -485,8 +486,7 @@ impl<'a> Patience<'a> {
         let checked = *self.checked.get_or_insert_with(Instant::now);
         let waited = checked.elapsed();
         if !self.knocked && waited >= KNOCK_AFTER {
-            self.knocked = true;
-            self.core.knock();
+            self.knocked = self.core.knock();
         }
         if waited >= CHECK_EVERY {
             match (self.keep_waiting)() {
