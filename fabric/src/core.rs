@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long the progress thread blocks in one `fi_cq_sread` before it looks again at its stop
-/// flag and at the owner's activity.
+/// How long the progress thread blocks in one wait on the serving queue (a `poll` of its file
+/// descriptor, or `fi_cq_sread`) before it looks again at its stop flag and at the owner's
+/// activity.
 const PROGRESS_WAIT_MS: i32 = 1;
 /// The progress thread stands aside while the owning thread has driven the endpoint this
 /// recently: two threads polling one endpoint contend for its lock and wake each other, which
