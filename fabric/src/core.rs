@@ -169,13 +169,6 @@ impl Core {
         true
     }
 
-    /// End a doze of the progress thread (it is to stop).
-    pub(crate) fn ring_own(&self) {
-        if let Some(bell) = &self.doorbell {
-            bell.ring();
-        }
-    }
-
     pub(crate) fn domain(&self) -> &Arc<Domain> {
         &self.domain
     }
@@ -286,11 +279,15 @@ impl Core {
         self.poll_all();
     }
 
-    /// Wake a thread blocked in [`Core::wait`].
+    /// Wake a thread blocked in [`Core::wait`] or dozing on the doorbell.
     pub(crate) fn wake(&self) {
         if let Some(serve) = &self.serve {
-            // SAFETY: the queue is open; fi_cq_signal wakes a thread blocked in fi_cq_sread.
+            // SAFETY: the queue is open; fi_cq_signal wakes a thread blocked in fi_cq_sread or
+            // polling the queue's file descriptor.
             unsafe { sys::fi_cq_signal(serve.cq) };
+        }
+        if let Some(bell) = &self.doorbell {
+            bell.ring();
         }
     }
 

@@ -517,7 +517,6 @@ impl Drop for Endpoint {
         std::mem::forget(stranded);
         self.progress.stop.store(true, Ordering::Release);
         self.core.wake();
-        self.core.ring_own();
         if let Some(t) = self.progress.thread.take() {
             let _ = t.join();
         }
