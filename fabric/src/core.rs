@@ -2,7 +2,7 @@
 //! owning thread while it issues and waits, by the progress thread while it does not.
 
 use crate::domain::Domain;
-use crate::doorbell::{Doorbell, KNOCK_EVERY, Knocker};
+use crate::doorbell::{Doorbell, KNOCK_EVERY, Knocker, readable};
 use crate::error::FiError;
 use crate::port::Port;
 use crate::region::Registered;
@@ -133,13 +133,7 @@ impl Core {
         if unsafe { sys::fi_trywait(self.domain.fabric(), &mut fid, 1) } != 0 {
             return false;
         }
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let woken = unsafe { libc::poll(&mut pfd, 1, PROGRESS_WAIT_MS) } > 0;
+        let woken = readable(fd, Duration::from_millis(PROGRESS_WAIT_MS as u64));
         self.poll_all();
         if woken {
             self.hot();

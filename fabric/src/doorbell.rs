@@ -14,7 +14,7 @@
 //! One doorbell per process: the first endpoint without a waking queue takes it; another one in
 //! the same process (a second thread's world) keeps polling every millisecond.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
@@ -29,6 +29,21 @@ pub(crate) const KNOCK_EVERY: Duration = Duration::from_millis(1);
 /// The abstract socket name of doorbell `id` (a process id; the tests use ids no process has).
 fn address(id: u32) -> Option<SocketAddr> {
     SocketAddr::from_abstract_name(format!("onesided-fabric-progress-{id}")).ok()
+}
+
+/// Block until `fd` is readable or `timeout` passes (one `ppoll`); whether it is readable.
+pub(crate) fn readable(fd: RawFd, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: one valid pollfd, a valid timeout, and no signal mask.
+    unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) > 0 }
 }
 
 /// This process's doorbell, held by one endpoint's progress thread.
@@ -52,20 +67,7 @@ impl Doorbell {
     /// Sleep until the doorbell rings or `timeout` passes; whether it rang. Rings that came
     /// meanwhile are all answered by this one wake. One `ppoll` while nothing rings.
     pub(crate) fn doze(&self, timeout: Duration) -> bool {
-        if timeout.is_zero() {
-            return false;
-        }
-        let mut pfd = libc::pollfd {
-            fd: self.sock.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: timeout.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: one valid pollfd, a valid timeout, and no signal mask.
-        if unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) } <= 0 {
+        if timeout.is_zero() || !readable(self.sock.as_raw_fd(), timeout) {
             return false;
         }
         let mut byte = [0u8; 1];
