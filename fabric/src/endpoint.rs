@@ -59,6 +59,8 @@ pub struct Endpoint {
     progress: Progress,
     pub(crate) bounce: Region<'static>,
     pub(crate) local_mr: bool,
+    /// Whether `fi_atomic` has read its operands when it completes ([`Endpoint::plain_atomics`]).
+    plain_atomics: bool,
     pub(crate) inject: usize,
     pub(crate) delivery: u64,
     pub(crate) max_msg: usize,
@@ -138,6 +140,7 @@ impl Endpoint {
         };
         Ok(Endpoint {
             local_mr: p.mr_mode().contains(MrMode::LOCAL),
+            plain_atomics: p.name() != "shm",
             inject: p.inject_size(),
             delivery: if p.delivery_complete() {
                 sys::FI_DELIVERY_COMPLETE as u64
@@ -178,7 +181,7 @@ impl Endpoint {
     /// provider, which completes `fi_atomic` before the target has read the operand (found by
     /// the suite's exact counts), so every atomic there fetches.
     pub fn plain_atomics(&self) -> bool {
-        self.core.domain.provider().name() != "shm"
+        self.plain_atomics
     }
 
     /// How many rounds a wait polls back to back before it yields the core: 0 where the node

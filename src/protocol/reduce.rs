@@ -43,12 +43,12 @@ impl Elem {
     }
 
     /// A floating-point type (no bitwise operations, no compare-and-swap).
-    pub fn is_float(self) -> bool {
+    pub const fn is_float(self) -> bool {
         matches!(self, Elem::F32 | Elem::F64)
     }
 
     /// The position of this type in [`Elem::ALL`], for bit masks.
-    pub fn index(self) -> usize {
+    pub const fn index(self) -> usize {
         self as usize
     }
 }
@@ -90,9 +90,19 @@ impl Op {
         Op::NoOp,
     ];
 
-    /// MPI_ERR_OP unless `self` applies to `elem` (bitwise operations need integers).
+    /// The position of this operation in [`Op::ALL`], for bit masks.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether `self` applies to `elem` (bitwise operations need integers).
+    pub const fn applies(self, elem: Elem) -> bool {
+        !(elem.is_float() && matches!(self, Op::Band | Op::Bor | Op::Bxor))
+    }
+
+    /// MPI_ERR_OP unless `self` applies to `elem`.
     pub fn check(self, elem: Elem) -> Result<()> {
-        if elem.is_float() && matches!(self, Op::Band | Op::Bor | Op::Bxor) {
+        if !self.applies(elem) {
             return Err(Error::new(
                 ErrorClass::Op,
                 format!("{self:?} is not defined on floating-point {elem:?}"),
@@ -224,5 +234,11 @@ mod tests {
         );
         assert!(Op::Band.check(Elem::U32).is_ok());
         assert!(Op::Sum.check(Elem::F64).is_ok());
+    }
+
+    #[test]
+    fn indices_are_positions_in_all() {
+        assert!(Op::ALL.iter().enumerate().all(|(i, op)| op.index() == i));
+        assert!(Elem::ALL.iter().enumerate().all(|(i, e)| e.index() == i));
     }
 }
