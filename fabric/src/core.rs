@@ -215,11 +215,13 @@ impl Core {
         self.poll_serving();
     }
 
-    /// Count a round; whether it is one of every `SERVE_EVERY`.
+    /// Count a round; whether it is one of every `SERVE_EVERY`. Two threads counting at once
+    /// may lose a round, which only shifts the pace: a plain load and store, where an atomic
+    /// add would cost every poll a locked instruction.
     fn next_round(&self) -> bool {
-        self.rounds
-            .fetch_add(1, Ordering::Relaxed)
-            .is_multiple_of(SERVE_EVERY)
+        let n = self.rounds.load(Ordering::Relaxed);
+        self.rounds.store(n.wrapping_add(1), Ordering::Relaxed);
+        n.is_multiple_of(SERVE_EVERY)
     }
 
     /// Progress the issuing port and settle the operations whose completions it gives.
