@@ -144,11 +144,21 @@ impl Window<'_> {
             return Ok(());
         }
         let route = self.atomic_route();
+        let in_flight = fetched.is_none() && self.hints.get().ordering.writes_may_overtake();
+        if let ([one], false) = (origin, in_flight) {
+            // One element waited for: the transport's call for one (over the fabric through
+            // its bounce buffer, where the form for many stages a buffer and a request).
+            let old = self.rmw(target, (space, off), AccOp::Apply(op), *one)?;
+            if let Some([f]) = fetched {
+                *f = old;
+            }
+            return Ok(());
+        }
         let acc = self.many(op, origin);
         match fetched {
             // Nothing to wait for where no later access must find it done (accumulate_ordering):
             // left in flight, completed by the next flush (`Window::set_info`).
-            None if self.hints.get().ordering.writes_may_overtake() => route
+            None if in_flight => route
                 .start_accumulate(target, space, off, acc, None)
                 .map(drop),
             fetched => {
