@@ -11,7 +11,7 @@ use crate::stamp::Stamps;
 use crate::sys;
 use crate::track::{Context, Track};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,8 @@ pub(crate) struct Core {
     pub(crate) knocker: Option<Knocker>,
     pub(crate) pids: Mutex<Vec<u32>>,
     pub(crate) rung: AtomicU64,
+    /// The node runs more processes than it has CPUs ([`crate::Endpoint::set_crowded`]).
+    pub(crate) crowded: AtomicBool,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.
@@ -111,13 +113,20 @@ impl Core {
     }
 
     /// After traffic woke this thread: serve the peers back to back for [`HOT`], since
-    /// operations come in bursts, unless the owner starts driving the endpoint meanwhile.
+    /// operations come in bursts, unless the owner starts driving the endpoint meanwhile. On a
+    /// crowded node it yields the core after every poll: spinning there took the CPUs from the
+    /// ranks it serves (a fence of 8 ranks over the shm provider on 2 cores: 1.1-1.5 ms, against
+    /// about 0.1 ms with the yields).
     fn hot(&self) {
         let began = self.stamps.now();
         let since = Instant::now();
+        let crowded = self.crowded.load(Ordering::Relaxed);
         while since.elapsed() < HOT && self.active.load(Ordering::Relaxed) < began {
             self.poll_all();
-            std::hint::spin_loop();
+            match crowded {
+                true => std::thread::yield_now(),
+                false => std::hint::spin_loop(),
+            }
         }
     }
 

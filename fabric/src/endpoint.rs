@@ -29,7 +29,7 @@ pub(crate) const BOUNCE: usize = 64 << 10;
 /// How often a waiter asks its caller whether to keep waiting.
 const CHECK_EVERY: Duration = Duration::from_millis(10);
 /// Rounds a waiter polls back to back before it backs off, unless told otherwise
-/// ([`Endpoint::set_spin_rounds`]): a round trip over tcp or shm takes 1 to 20 us, a round a
+/// ([`Endpoint::set_crowded`]): a round trip over tcp or shm takes 1 to 20 us, a round a
 /// fraction of one; yielding the core early cost the shm provider 25% of its latency (a
 /// `sched_yield` per round).
 const SPIN_ROUNDS: u32 = 1024;
@@ -114,6 +114,7 @@ impl Endpoint {
             knocker,
             pids: Mutex::default(),
             rung: AtomicU64::new(0),
+            crowded: AtomicBool::new(false),
         };
         let core = Arc::new(core);
         let p = domain.provider();
@@ -184,10 +185,12 @@ impl Endpoint {
         self.plain_atomics
     }
 
-    /// How many rounds a wait polls back to back before it yields the core: 0 where the node
-    /// runs more processes than it has CPUs, so that the peer waited for gets the CPU.
-    pub fn set_spin_rounds(&self, rounds: u32) {
-        self.spin.set(rounds);
+    /// The node runs more processes than it has CPUs: a wait yields the core from its first
+    /// round, and the progress thread, serving back to back after a wake, after every poll, so
+    /// that the peer waited for gets the CPU.
+    pub fn set_crowded(&self) {
+        self.spin.set(0);
+        self.core.crowded.store(true, Ordering::Relaxed);
     }
 
     /// Whether local buffers must be registered (`FI_MR_LOCAL`).

@@ -44,7 +44,7 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
         };
         let ep = open_endpoint(&open_domain(config)?, idle)?;
         if crate::wait::crowded() {
-            ep.set_spin_rounds(0);
+            ep.set_crowded();
         }
         let native = match config.atomics {
             Atomics::Software => NativeOps::NONE,
