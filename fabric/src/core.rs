@@ -115,8 +115,8 @@ impl Core {
     /// After traffic woke this thread: serve the peers back to back for [`HOT`], since
     /// operations come in bursts, unless the owner starts driving the endpoint meanwhile. On a
     /// crowded node it yields the core after every poll: spinning there took the CPUs from the
-    /// ranks it serves (a fence of 8 ranks over the shm provider on 2 cores: 1.1-1.5 ms, against
-    /// about 0.1 ms with the yields).
+    /// ranks it serves (a fence of 8 ranks over the shm provider on 2 cores: 1.1-1.7 ms, against
+    /// 0.11-0.14 ms with the yields).
     fn hot(&self) {
         let began = self.stamps.now();
         let since = Instant::now();

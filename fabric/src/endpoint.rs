@@ -488,9 +488,7 @@ impl<'a> Patience<'a> {
     /// and every look at the clock note that the owner drives the endpoint, so that the
     /// progress thread stands aside during a long wait too.
     fn tick(&mut self, op: &str) -> Result<(), FiError> {
-        if self.rounds == 0 {
-            self.core.touch();
-        }
+        let first = self.rounds == 0;
         self.rounds = self.rounds.saturating_add(1);
         let spinning = self.rounds < self.spin;
         if self.idle {
@@ -500,10 +498,12 @@ impl<'a> Patience<'a> {
             self.backoff.snooze();
         }
         let look = !spinning || self.idle || self.rounds.is_multiple_of(CLOCK_EVERY);
+        if first || look {
+            self.core.touch();
+        }
         if !look {
             return Ok(());
         }
-        self.core.touch();
         let checked = *self.checked.get_or_insert_with(Instant::now);
         let waited = checked.elapsed();
         if !self.knocked && waited >= KNOCK_AFTER {
