@@ -143,7 +143,6 @@ impl Window<'_> {
         if origin.is_empty() {
             return Ok(());
         }
-        let route = self.atomic_route();
         let in_flight = fetched.is_none() && self.hints.get().ordering.writes_may_overtake();
         if let ([one], false) = (origin, in_flight) {
             // One element waited for: the transport's call for one (over the fabric through
@@ -154,6 +153,7 @@ impl Window<'_> {
             }
             return Ok(());
         }
+        let route = self.atomic_route();
         let acc = self.many(op, origin);
         match fetched {
             // Nothing to wait for where no later access must find it done (accumulate_ordering):
