@@ -15,7 +15,7 @@ use crate::sys;
 use crate::track::{Slot, Track};
 use crossbeam_utils::Backoff;
 use onesided_shm::Mem;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -68,8 +68,6 @@ pub struct Endpoint {
     pub(crate) rma_iov: usize,
     /// The peers inserted so far, by address name.
     peers: RefCell<HashMap<Vec<u8>, Peer>>,
-    /// Rounds a waiter polls back to back before it backs off.
-    spin: Cell<u32>,
     /// Small request reads gathered into one (`gather.rs`).
     pub(crate) gathering: RefCell<Gathering>,
 }
@@ -157,7 +155,6 @@ impl Endpoint {
             },
             bounce,
             peers: RefCell::new(HashMap::new()),
-            spin: Cell::new(SPIN_ROUNDS),
             gathering: RefCell::new(Gathering::default()),
         })
     }
@@ -189,7 +186,6 @@ impl Endpoint {
     /// round, and the progress thread, serving back to back after a wake, after every poll, so
     /// that the peer waited for gets the CPU.
     pub fn set_crowded(&self) {
-        self.spin.set(0);
         self.core.crowded.store(true, Ordering::Relaxed);
     }
 
@@ -316,7 +312,7 @@ impl Endpoint {
         self.core.touch();
         self.launch(keep_waiting);
         let (ctx, slot) = self.core.track().issue(peer.index, slot, keep);
-        let mut patience = Patience::new(&self.core, self.spin.get(), keep_waiting);
+        let mut patience = Patience::new(&self.core, keep_waiting);
         loop {
             let ret = call(ctx as *mut libc::c_void);
             let failed = if ret == -(sys::FI_EAGAIN as isize) {
@@ -345,7 +341,7 @@ impl Endpoint {
         slot: Slot,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Option<Staged>, FiError> {
-        let mut patience = Patience::new(&self.core, self.spin.get(), keep_waiting);
+        let mut patience = Patience::new(&self.core, keep_waiting);
         loop {
             // Polling first settles a completion the provider already holds (a read over the
             // shm provider completes inside the call that posts it) with one look at the
@@ -373,7 +369,7 @@ impl Endpoint {
     /// milliseconds and ends the wait with an error when it says no (a peer known to be dead).
     pub fn flush(&self, peer: Peer, keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
         self.launch(keep_waiting);
-        let mut patience = Patience::new(&self.core, self.spin.get(), keep_waiting);
+        let mut patience = Patience::new(&self.core, keep_waiting);
         loop {
             let flushed = self.core.track().flushed(peer.index);
             match flushed {
@@ -460,7 +456,12 @@ struct Patience<'a> {
 }
 
 impl<'a> Patience<'a> {
-    fn new(core: &'a Core, spin: u32, keep_waiting: &'a dyn Fn() -> Waiting) -> Patience<'a> {
+    /// A wait that polls back to back for [`SPIN_ROUNDS`] rounds, or none on a crowded node.
+    fn new(core: &'a Core, keep_waiting: &'a dyn Fn() -> Waiting) -> Patience<'a> {
+        let spin = match core.crowded.load(Ordering::Relaxed) {
+            true => 0,
+            false => SPIN_ROUNDS,
+        };
         Patience {
             core,
             keep_waiting,
