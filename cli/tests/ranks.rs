@@ -21,6 +21,8 @@ mod util;
 mod alloc;
 #[path = "ranks/atomics.rs"]
 mod atomics;
+#[path = "ranks/batches.rs"]
+mod batches;
 #[path = "ranks/dynamic.rs"]
 mod dynamic;
 #[path = "ranks/edge.rs"]
@@ -336,6 +338,8 @@ static SCENARIOS: &[Scenario] = &[
         &[2],
     ),
     flavored("noncontig::errors", noncontig::errors, &[2]),
+    flavored("batches::transfers", batches::transfers, &[2, 3]),
+    flavored("batches::errors", batches::errors, &[2]),
     flavored("requests::overlap", requests::overlap, &[2, 3]),
     flavored("requests::accumulate", requests::accumulate, &[3]),
     flavored("requests::errors", requests::errors, &[2]),

@@ -14,9 +14,11 @@
 //!   thread for providers whose target side must be driven (tcp;ofi_rxm, shm).
 //!
 //! Blocking operations return when their local buffers may be reused: a write copies small
-//! payloads into the provider (`FI_INJECT`), a read returns with the data. Request forms return a
-//! [`Ticket`] at once and move data through buffers the endpoint owns; small request reads to a
-//! peer with operations in flight are gathered into one read at the endpoint's next call.
+//! payloads into the provider (`FI_INJECT`), a read returns with the data; a batch of them
+//! ([`Endpoint::read_all`], [`Endpoint::write_all`]) is in flight together, zero-copy. Request
+//! forms return a [`Ticket`] at once and move data through buffers the endpoint owns; small
+//! request reads to a peer with operations in flight are gathered into one read at the
+//! endpoint's next call.
 //! Completion is tracked per peer and per operation: every operation carries
 //! `FI_DELIVERY_COMPLETE` where the provider offers it, [`Endpoint::flush`] waits for one peer's
 //! operations, and a read or an atomic waits for its own completion only.
@@ -33,6 +35,8 @@
 #[cfg(have_libfabric)]
 mod sys;
 
+#[cfg(have_libfabric)]
+mod batch;
 #[cfg(have_libfabric)]
 mod core;
 #[cfg(have_libfabric)]

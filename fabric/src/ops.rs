@@ -5,7 +5,8 @@
 //! alone, not for unrelated operations in flight. Where the provider demands registered local
 //! buffers (`FI_MR_LOCAL`), small transfers and atomic operands pass through the endpoint's
 //! registered bounce buffer, and larger transfers register the caller's memory for the call
-//! (zero-copy). The request forms are in `request.rs`.
+//! (zero-copy). The request forms are in `request.rs`, batches of blocking transfers in
+//! `batch.rs`.
 
 use crate::domain::{AtomicOp, Datatype};
 use crate::endpoint::{BOUNCE, Endpoint, Peer, Waiting};
@@ -22,7 +23,7 @@ const COMPARE: usize = 64;
 const RESULT: usize = 128;
 
 /// How a caller's buffer reaches the NIC for one blocking call (`Endpoint::lend`).
-enum Lent {
+pub(crate) enum Lent {
     /// As it is, with this descriptor (null where none is needed).
     Direct(*mut libc::c_void),
     /// Registered for the call.
@@ -33,7 +34,7 @@ enum Lent {
 
 impl Lent {
     /// The descriptor to pass with the caller's buffer (not for `Bounce`).
-    fn desc(&self) -> *mut libc::c_void {
+    pub(crate) fn desc(&self) -> *mut libc::c_void {
         match self {
             Lent::Direct(desc) => *desc,
             Lent::Own(mr) => mr.desc(),
@@ -106,7 +107,7 @@ impl Endpoint {
     ///
     /// # Safety
     /// The memory must stay valid until the returned value is dropped.
-    unsafe fn lend(&self, addr: usize, len: usize) -> Result<Lent, FiError> {
+    pub(crate) unsafe fn lend(&self, addr: usize, len: usize) -> Result<Lent, FiError> {
         if !self.local_mr {
             return Ok(Lent::Direct(ptr::null_mut()));
         }
@@ -205,7 +206,11 @@ impl Endpoint {
     }
 
     /// Wait for every slot of `slots`, also after a failure; the first failure is returned.
-    fn wait_all(&self, slots: &[Slot], keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
+    pub(crate) fn wait_all(
+        &self,
+        slots: &[Slot],
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<(), FiError> {
         let mut first = Ok(());
         for &s in slots {
             let waited = self.wait_slot("operation", s, keep_waiting);

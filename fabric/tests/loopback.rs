@@ -132,6 +132,33 @@ fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
     let expect: Vec<u8> = pieces.iter().flat_map(|(_, b)| b.clone()).collect();
     assert_eq!(packed, expect, "runs read back in order");
 
+    // Batches: a word, a block inside the bounce buffer's size and two above it, written and
+    // read back in one call each.
+    let blocks: Vec<(u64, &[u8])> = vec![
+        (470_000, &big[..8]),
+        (470_100, &big[8..30_008]),
+        (305_000, &big[..90_000]),
+        (505_000, &big[90_000..170_000]),
+    ];
+    let writes: Vec<(&[u8], Remote)> = blocks.iter().map(|&(o, b)| (b, at(o))).collect();
+    a.write_all(&writes, &live).unwrap();
+    a.flush(peer, &live).unwrap();
+    let mut backs: Vec<Vec<u8>> = blocks.iter().map(|(_, b)| vec![0u8; b.len()]).collect();
+    for ((o, b), back) in blocks.iter().zip(&mut backs) {
+        region.mem().read(*o as usize, back).unwrap();
+        assert_eq!(back[..], b[..], "batch write at {o}");
+        back.fill(0);
+    }
+    let mut reads: Vec<(&mut [u8], Remote)> = backs
+        .iter_mut()
+        .zip(&blocks)
+        .map(|(back, &(o, _))| (&mut back[..], at(o)))
+        .collect();
+    a.read_all(&mut reads, &live).unwrap();
+    for ((o, b), back) in blocks.iter().zip(&backs) {
+        assert_eq!(back[..], b[..], "batch read at {o}");
+    }
+
     let fetch = |op: AtomicOp, v: u64, offset: u64| {
         let mut old = [0u8; 8];
         a.fetch_atomic(

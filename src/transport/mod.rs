@@ -163,6 +163,20 @@ pub enum Space {
     Attached(Entry),
 }
 
+/// One transfer of a batch ([`Transport::put_many`], [`Transport::get_many`]): the origin's
+/// `bytes` (read from for a put, written into for a get) and where they go in `target`'s `space`.
+#[derive(Debug)]
+pub struct Part<B> {
+    /// The target rank.
+    pub target: usize,
+    /// Which of its memory.
+    pub space: Space,
+    /// Bytes into that memory.
+    pub offset: usize,
+    /// The origin's bytes.
+    pub bytes: B,
+}
+
 /// Which ranks a transport can reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reach {
@@ -336,6 +350,23 @@ pub trait Transport: std::fmt::Debug {
             first = first.and(done);
         }
         first
+    }
+
+    /// The puts of `parts`; returns when every origin buffer may be reused. One
+    /// [`Transport::put`] after the other by default; a transport that can keep them in flight
+    /// together overrides it.
+    fn put_many(&self, parts: &[Part<&[u8]>]) -> Result<()> {
+        parts
+            .iter()
+            .try_for_each(|p| self.put(p.target, p.space, p.offset, p.bytes))
+    }
+
+    /// The gets of `parts`; returns with the data in every origin buffer. One
+    /// [`Transport::get`] after the other by default, overridden as [`Transport::put_many`].
+    fn get_many(&self, parts: &mut [Part<&mut [u8]>]) -> Result<()> {
+        parts
+            .iter_mut()
+            .try_for_each(|p| self.get(p.target, p.space, p.offset, p.bytes))
     }
 
     /// Whether `pending` is complete (progressing the transport once).

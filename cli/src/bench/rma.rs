@@ -129,15 +129,15 @@ pub(super) fn sweep(world: &World, test: Test, plan: &Plan, report: &mut Report)
             repeat(plan.repetitions, pass, |p| match (put, kind) {
                 (true, Kind::Latency) => epochs(win, how, p, |w, t| w.put(buf, t, at)),
                 (false, Kind::Latency) => epochs(win, how, p, |w, t| w.get(buf, t, at)),
+                // The window's operations in flight together, as MPI_Put and MPI_Get are until
+                // the synchronization that follows them.
                 (true, Kind::Bandwidth) => epochs(win, how, p, |w, t| {
-                    buf.chunks_exact(size)
-                        .enumerate()
-                        .try_for_each(|(j, m)| w.put(m, t, at + j * size))
+                    let puts = buf.chunks_exact(size).enumerate();
+                    w.put_many(puts.map(|(j, m)| (m, t, at + j * size)))
                 }),
                 (false, Kind::Bandwidth) => epochs(win, how, p, |w, t| {
-                    buf.chunks_exact_mut(size)
-                        .enumerate()
-                        .try_for_each(|(j, m)| w.get(m, t, at + j * size))
+                    let gets = buf.chunks_exact_mut(size).enumerate();
+                    w.get_many(gets.map(|(j, m)| (m, t, at + j * size)))
                 }),
             })
         })?;

@@ -21,8 +21,9 @@ pub(crate) mod prereg;
 mod resources;
 
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Path, Pending, Reach,
-    Space, Transport, locked_accumulate, locked_accumulate_many, signal_and_wait, under_acc_lock,
+    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Part, Path, Pending,
+    Reach, Space, Transport, locked_accumulate, locked_accumulate_many, signal_and_wait,
+    under_acc_lock,
 };
 use crate::config::FabricConfig;
 use crate::error::{Error, ErrorClass, Result};
@@ -289,6 +290,28 @@ impl<'a> FabricTransport<'a> {
         }
     }
 
+    /// How a wait on operations to every rank of `targets` should go on: give up when one is
+    /// gone, sleep between polls when one is stopped.
+    fn alive_all(&self, targets: &[usize]) -> fi::Waiting {
+        let mut worst = fi::Waiting::Poll;
+        for &t in targets {
+            match self.alive(t) {
+                fi::Waiting::GiveUp => return fi::Waiting::GiveUp,
+                fi::Waiting::Idle => worst = fi::Waiting::Idle,
+                fi::Waiting::Poll => {}
+            }
+        }
+        worst
+    }
+
+    /// The distinct targets of a batch.
+    fn targets_of<B>(parts: &[Part<B>]) -> Vec<usize> {
+        let mut targets: Vec<usize> = parts.iter().map(|p| p.target).collect();
+        targets.sort_unstable();
+        targets.dedup();
+        targets
+    }
+
     /// One element's accumulate on the NIC.
     fn native(&self, target: usize, space: Space, offset: usize, acc: Accumulate) -> Result<u64> {
         let size = acc.elem.size();
@@ -512,6 +535,32 @@ impl Transport for FabricTransport<'_> {
             .ep
             .start_read(dst.len(), from, &|| self.alive(target));
         Ok(Pending::Fabric(target, t.map_err(fi_err)?))
+    }
+
+    /// Every put posted before the first is waited for, zero-copy (`Endpoint::write_all`).
+    fn put_many(&self, parts: &[Part<&[u8]>]) -> Result<()> {
+        let mut posts = Vec::with_capacity(parts.len());
+        for p in parts.iter().filter(|p| !p.bytes.is_empty()) {
+            posts.push((
+                p.bytes,
+                self.at(p.target, p.space, p.offset, p.bytes.len())?,
+            ));
+        }
+        let targets = Self::targets_of(parts);
+        let live = || self.alive_all(&targets);
+        self.res.ep.write_all(&posts, &live).map_err(fi_err)
+    }
+
+    /// Every get posted before the first is waited for, zero-copy (`Endpoint::read_all`).
+    fn get_many(&self, parts: &mut [Part<&mut [u8]>]) -> Result<()> {
+        let targets = Self::targets_of(parts);
+        let mut posts = Vec::with_capacity(parts.len());
+        for p in parts.iter_mut().filter(|p| !p.bytes.is_empty()) {
+            let from = self.at(p.target, p.space, p.offset, p.bytes.len())?;
+            posts.push((&mut *p.bytes, from));
+        }
+        let live = || self.alive_all(&targets);
+        self.res.ep.read_all(&mut posts, &live).map_err(fi_err)
     }
 
     /// Scatter-gather: as few writes as the provider's `rma_iov_limit` allows (several target
