@@ -1,6 +1,6 @@
 //! Request-based RMA overlapping: rank 0 times one 8-byte `get` from rank 1 against `COUNT`
-//! 8-byte `rget`s started together and completed with one `Request::wait_all`, checks the data,
-//! and prints both medians and their ratio. Over the fabric the requests of each batch are
+//! 8-byte `rget`s started together and completed with one `Request::wait_all`, and against one
+//! `get_many` of the same `COUNT` words, checks the data, and prints the medians and ratios. Over the fabric the requests of each batch are
 //! gathered into one read of the range they cover (`docs/transports.md`), so `COUNT` of them
 //! cost less than two gets. Rank 1 waits in a fence meanwhile (polling the fabric, as an MPI
 //! library's target does).
@@ -58,13 +58,24 @@ fn main() -> onesided::Result<()> {
             }
             assert_eq!(got, words, "data read by the requests");
         }
+        let mut many = Vec::with_capacity(ITERS);
+        for i in 0..2 * ITERS {
+            got.fill(0);
+            let t = Instant::now();
+            win.get_many(got.chunks_mut(1).enumerate().map(|(j, w)| (w, 1, j)))?;
+            if i >= ITERS {
+                many.push(t.elapsed());
+            }
+            assert_eq!(got, words, "data read by get_many");
+        }
         win.unlock(1)?;
-        let (get, batch) = (median(gets), median(batches));
+        let (get, batch, many) = (median(gets), median(batches), median(many));
         println!(
             "transport {}: get 8 B {get:.2} us; {COUNT} rgets of 8 B + wait_all {batch:.2} us \
-             ({:.2}x one get)",
+             ({:.2}x one get); one get_many of {COUNT} {many:.2} us ({:.2}x)",
             win.transport_name(1)?,
-            batch / get
+            batch / get,
+            many / get
         );
     }
     win.fence(Assert::NOSUCCEED)?;

@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 /// The largest read that joins a batch: larger ones gain nothing from sharing a round trip.
-const READ_MAX: usize = 256;
+pub(crate) const READ_MAX: usize = 256;
 /// The largest range a batch covers (the bytes between its reads are read too, and dropped).
 const SPAN_MAX: usize = 4096;
 

@@ -140,7 +140,8 @@ fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
         (305_000, &big[..90_000]),
         (505_000, &big[90_000..170_000]),
     ];
-    let writes: Vec<(&[u8], Remote)> = blocks.iter().map(|&(o, b)| (b, at(o))).collect();
+    let mut writes: Vec<(&[u8], Remote)> = blocks.iter().map(|&(o, b)| (b, at(o))).collect();
+    writes.push((&[], at(0)));
     a.write_all(&writes, &live).unwrap();
     a.flush(peer, &live).unwrap();
     let mut backs: Vec<Vec<u8>> = blocks.iter().map(|(_, b)| vec![0u8; b.len()]).collect();
@@ -158,6 +159,20 @@ fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
     for ((o, b), back) in blocks.iter().zip(&backs) {
         assert_eq!(back[..], b[..], "batch read at {o}");
     }
+    // 64 words in one batch, gathered into few reads, and a large read beside them.
+    let mut words = vec![[0u8; 8]; 64];
+    let mut large = vec![0u8; 90_000];
+    let mut reads: Vec<(&mut [u8], Remote)> = words
+        .iter_mut()
+        .enumerate()
+        .map(|(i, w)| (&mut w[..], at(4096 + 16 * i as u64)))
+        .chain([(&mut large[..], at(305_000)), (&mut [][..], at(0))])
+        .collect();
+    a.read_all(&mut reads, &live).unwrap();
+    for (i, w) in words.iter().enumerate() {
+        assert_eq!(w[..], big[16 * i..16 * i + 8], "word {i} of a batch");
+    }
+    assert_eq!(large[..], big[..90_000], "the large read of a batch");
 
     let fetch = |op: AtomicOp, v: u64, offset: u64| {
         let mut old = [0u8; 8];
