@@ -428,6 +428,15 @@ static SCENARIOS: &[Scenario] = &[
         )
     },
     Scenario {
+        flavors: &[Flavor::Create],
+        expect: killed(last, true),
+        ..scenario(
+            "failure::batch_to_dead_rank",
+            failure::batch_to_dead_rank,
+            &[3],
+        )
+    },
+    Scenario {
         flavors: &[Flavor::Allocate],
         expect: killed(last, true),
         ..scenario(

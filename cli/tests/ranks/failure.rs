@@ -103,14 +103,18 @@ pub fn holding_lock(world: &World, flavor: Flavor) -> Res {
     })
 }
 
-/// The last rank dies inside a lock_all epoch of every rank; the others then read the memory it
-/// lent (create windows) with `rget`s and wait for them: the requests (or the calls that start them) must fail with
-/// MPI_ERR_PROC_FAILED within bounded time, never wait forever on operations a dead rank will
-/// not serve.
-pub fn requests_to_dead_rank(world: &World, flavor: Flavor) -> Res {
+/// A window of `bytes` bytes whose last rank dies inside a lock_all epoch of every rank; each
+/// other rank then runs `f` with the window and the dead rank, once the death is known, and
+/// reports what `f` returns (which must be a failure).
+fn after_death(
+    world: &World,
+    flavor: Flavor,
+    bytes: usize,
+    f: impl FnOnce(&Window<'_>, usize) -> (&'static str, onesided::Result<()>),
+) -> Res {
     let (me, n) = (world.rank(), world.size());
     let victim = n - 1;
-    with_window(world, flavor, 64, 8, &Info::new(), |win| {
+    with_window(world, flavor, bytes, 8, &Info::new(), |win| {
         win.lock_all(Assert::NONE).ctx("lock_all")?;
         world.barrier().ctx("barrier")?;
         if me == victim {
@@ -119,6 +123,17 @@ pub fn requests_to_dead_rank(world: &World, flavor: Flavor) -> Res {
         }
         let _guard = TerminationSignals::install().map_err(|e| format!("catching SIGTERM: {e}"))?;
         std::thread::sleep(2 * BEFORE_DEATH);
+        let (what, r) = f(win, victim);
+        report(me, what, r)
+    })
+}
+
+/// The last rank dies inside a lock_all epoch of every rank; the others then read the memory it
+/// lent (create windows) with `rget`s and wait for them: the requests (or the calls that start
+/// them) must fail with MPI_ERR_PROC_FAILED within bounded time, never wait forever on
+/// operations a dead rank will not serve.
+pub fn requests_to_dead_rank(world: &World, flavor: Flavor) -> Res {
+    after_death(world, flavor, 64, |win, victim| {
         let mut got = [0u64; 8];
         let r = (|| {
             let mut reqs = got
@@ -129,7 +144,24 @@ pub fn requests_to_dead_rank(world: &World, flavor: Flavor) -> Res {
             while Request::wait_any(&mut reqs)?.is_some() {}
             Ok(())
         })();
-        report(me, "rgets from a dead rank", r)
+        ("rgets from a dead rank", r)
+    })
+}
+
+/// The last rank dies inside a lock_all epoch of every rank; then rank 0 reads from it with one
+/// `get_many` (words, which the fabric gathers, and a block read zero-copy) and the others write
+/// to it with one `put_many`: the calls must fail with MPI_ERR_PROC_FAILED within bounded time.
+pub fn batch_to_dead_rank(world: &World, flavor: Flavor) -> Res {
+    let me = world.rank();
+    after_death(world, flavor, 4096, |win, victim| {
+        let (mut words, mut block) = ([0u64; 8], [0u64; 256]);
+        if me == 0 {
+            let gets = words.chunks_mut(1).enumerate().map(|(i, w)| (w, victim, i));
+            let r = win.get_many(gets.chain([(&mut block[..], victim, 256)]));
+            return ("get_many from a dead rank", r);
+        }
+        let r = win.put_many([(&words[..], victim, 0), (&block[..], victim, 256)]);
+        ("put_many to a dead rank", r)
     })
 }
 
