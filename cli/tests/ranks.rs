@@ -332,6 +332,7 @@ static SCENARIOS: &[Scenario] = &[
     ),
     flavored("noncontig::layouts", noncontig::layouts, &[2, 3]),
     flavored("noncontig::single_runs", noncontig::single_runs, &[2, 3]),
+    flavored("noncontig::large_runs", noncontig::large_runs, &[2, 3]),
     flavored(
         "noncontig::target_computes",
         noncontig::target_computes,

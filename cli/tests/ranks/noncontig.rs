@@ -1,8 +1,8 @@
-//! Noncontiguous transfers on every transport and flavor: columns (vectors), boxes (subarrays)
-//! and scattered blocks (indexed) land exactly where the target layout puts them and nowhere
-//! else, gets scatter into the origin layout, accumulates count exactly, a target that computes
-//! does not hold its origins up, and mismatched or out-of-range layouts fail with their class
-//! before anything moves.
+//! Noncontiguous transfers on every transport and flavor: columns (vectors), boxes (subarrays),
+//! scattered blocks (indexed) and runs of 128 KiB land exactly where the target layout puts
+//! them and nowhere else, gets scatter into the origin layout, accumulates count exactly, a
+//! target that computes does not hold its origins up, and mismatched or out-of-range layouts
+//! fail with their class before anything moves.
 //!
 //! # MPI-4.1: 12.3 (origin and target datatypes)
 
@@ -57,6 +57,42 @@ pub fn single_runs(world: &World, flavor: Flavor) -> Res {
         }
         let sent: Vec<u64> = (0..6).map(|i| tag(me, 2 * i)).collect();
         ensure_eq!(straight, sent, "one run read into one run");
+        Ok(())
+    })
+}
+
+/// Elements of each run of [`large_runs`] (128 KiB of words, above the fabric's bounce buffer)
+/// and the stride between runs.
+const RUN: usize = 16_384;
+const STRIDE: usize = 20_000;
+
+/// Two runs of 128 KiB with a gap between them: each rank puts them into its right neighbour
+/// from a contiguous buffer and reads them back into one; the neighbour finds the left rank's
+/// elements in the runs and nothing in the gap.
+pub fn large_runs(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let runs = layout(Layout::vector(2, RUN, STRIDE))?;
+    let flat = Layout::contiguous(2 * RUN);
+    with_window(world, flavor, 2 * STRIDE * 8, 8, &Info::new(), |win| {
+        win.fence(Assert::NONE).ctx("fence")?;
+        let src: Vec<u64> = (0..2 * RUN).map(|i| tag(me, i)).collect();
+        win.put_layout(&src, &flat, right, 0, &runs)
+            .ctx("put of two large runs")?;
+        win.fence(Assert::NONE).ctx("fence")?;
+        let mine = local_u64(win, 2 * STRIDE)?;
+        for (i, &v) in mine.iter().enumerate() {
+            let want = match (i / STRIDE, i % STRIDE) {
+                (r, j) if j < RUN => tag(left, r * RUN + j),
+                _ => 0,
+            };
+            ensure_eq!(v, want, "element {i} at rank {me}");
+        }
+        let mut back = vec![0u64; 2 * RUN];
+        win.get_layout(&mut back, &flat, right, 0, &runs)
+            .ctx("get of two large runs")?;
+        win.fence(Assert::NOSUCCEED).ctx("fence")?;
+        ensure!(back == src, "two large runs read back from rank {right}");
         Ok(())
     })
 }
