@@ -19,7 +19,7 @@
 //! # MPI-4.1: 12.3.4, 12.7.1 (accumulates at any displacement, atomic per element)
 
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Entry, NativeOps, Reach, RemoteKey,
+    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Entry, NativeOps, Part, Reach, RemoteKey,
     Space, Transport, locked_accumulate, locked_accumulate_many,
 };
 use crate::codec::{Dec, Enc};
@@ -459,6 +459,30 @@ impl Transport for ShmTransport<'_> {
     /// As `put_runs`.
     fn get_runs(&self, target: usize, space: Space, runs: &mut [(usize, &mut [u8])]) -> Result<()> {
         self.reach(target, space)?.read_runs(runs)
+    }
+
+    /// Each stretch of parts to one target's space as the runs of one `put_runs`: into another
+    /// process's private memory (create windows), one system call for the stretch.
+    fn put_many(&self, parts: &[Part<&[u8]>]) -> Result<()> {
+        parts
+            .chunk_by(|a, b| (a.target, a.space) == (b.target, b.space))
+            .try_for_each(|same| {
+                let pieces: Vec<(usize, &[u8])> =
+                    same.iter().map(|p| (p.offset, p.bytes)).collect();
+                self.put_runs(same[0].target, same[0].space, &pieces)
+            })
+    }
+
+    /// As `put_many`, each stretch one `get_runs`.
+    fn get_many(&self, parts: &mut [Part<&mut [u8]>]) -> Result<()> {
+        parts
+            .chunk_by_mut(|a, b| (a.target, a.space) == (b.target, b.space))
+            .try_for_each(|same| {
+                let (target, space) = (same[0].target, same[0].space);
+                let mut runs: Vec<(usize, &mut [u8])> =
+                    same.iter_mut().map(|p| (p.offset, &mut *p.bytes)).collect();
+                self.get_runs(target, space, &mut runs)
+            })
     }
 
     fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64> {
