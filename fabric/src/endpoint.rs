@@ -66,6 +66,8 @@ pub struct Endpoint {
     pub(crate) max_msg: usize,
     /// Most remote ranges one operation reaches.
     pub(crate) rma_iov: usize,
+    /// Most local buffers one operation moves.
+    pub(crate) iov: usize,
     /// The peers inserted so far, by address name.
     peers: RefCell<HashMap<Vec<u8>, Peer>>,
     /// Small request reads gathered into one (`gather.rs`).
@@ -148,6 +150,7 @@ impl Endpoint {
             },
             max_msg: p.max_msg_size().max(1),
             rma_iov: p.rma_iov_limit(),
+            iov: p.iov_limit(),
             core,
             progress: Progress {
                 stop,

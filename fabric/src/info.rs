@@ -269,6 +269,12 @@ impl Provider {
         unsafe { (*self.get().tx_attr).inject_size }
     }
 
+    /// Most local buffers one operation moves (`tx_attr->iov_limit`; at least 1).
+    pub fn iov_limit(&self) -> usize {
+        // SAFETY: as in `inject_size`.
+        unsafe { (*self.get().tx_attr).iov_limit }.max(1)
+    }
+
     /// Most remote ranges one RMA operation reaches (`tx_attr->rma_iov_limit`; at least 1).
     pub fn rma_iov_limit(&self) -> usize {
         // SAFETY: as in `inject_size`.

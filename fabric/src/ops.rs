@@ -273,16 +273,32 @@ impl Endpoint {
         way: Way,
         buf: usize,
         len: usize,
-        mut desc: *mut libc::c_void,
+        desc: *mut libc::c_void,
         peer: Peer,
         rma: &mut [sys::fi_rma_iov],
         keep: Option<Staged>,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Option<Slot>, FiError> {
-        let mut iov = libc::iovec {
+        let mut local = [libc::iovec {
             iov_base: buf as *mut libc::c_void,
             iov_len: len,
-        };
+        }];
+        self.rma_msgv(way, &mut local, &mut [desc], peer, rma, keep, keep_waiting)
+    }
+
+    /// As [`Endpoint::rma_msg`], from (or into) the local buffers `local` in turn, with their
+    /// descriptors `descs` (at most the provider's `iov_limit` of them).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn rma_msgv(
+        &self,
+        way: Way,
+        local: &mut [libc::iovec],
+        descs: &mut [*mut libc::c_void],
+        peer: Peer,
+        rma: &mut [sys::fi_rma_iov],
+        keep: Option<Staged>,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<Option<Slot>, FiError> {
         let done = sys::FI_COMPLETION as u64;
         let (name, flags, slot) = match way {
             Way::Read => ("fi_readmsg", done, true),
@@ -291,15 +307,15 @@ impl Endpoint {
                 ("fi_writemsg", done | copied | self.delivery, !inject)
             }
         };
-        // SAFETY: the endpoint is open; `buf` is valid for `len` bytes (writable for a read)
-        // until the call returns (FI_INJECT copies it), or is kept by the slot, or the caller
-        // waits for the slot before using or releasing it; `msg` and what it points to live
-        // across the call.
+        // SAFETY: the endpoint is open; each of `local` is valid for its length (writable for a
+        // read) until the call returns (FI_INJECT copies it), or is kept by the slot, or the
+        // caller waits for the slot before using or releasing it; `descs` is as long as
+        // `local`; `msg` and what it points to live across the call.
         self.post(name, peer, slot, keep, keep_waiting, |ctx| unsafe {
             let msg = sys::fi_msg_rma {
-                msg_iov: (&raw mut iov).cast(),
-                desc: &mut desc,
-                iov_count: 1,
+                msg_iov: local.as_mut_ptr().cast(),
+                desc: descs.as_mut_ptr(),
+                iov_count: local.len(),
                 addr: peer.addr,
                 rma_iov: rma.as_mut_ptr(),
                 rma_iov_count: rma.len(),
