@@ -152,10 +152,10 @@ impl Endpoint {
         posted.and(waited).map(|()| bounced)
     }
 
-    /// Post `pieces`: writes next to each other in the list that go to one peer together, as
-    /// few operations as the provider's `iov_limit` and `rma_iov_limit` and [`SHARED_MAX`]
-    /// allow, every other piece alone (in pieces of the largest message); their slots go to
-    /// `slots`.
+    /// Post `pieces`, each cut into pieces of the largest message first: writes next to each
+    /// other in the list that go to one peer together, as few operations as the provider's
+    /// `iov_limit` and `rma_iov_limit` and [`SHARED_MAX`] allow, every read alone; their slots
+    /// go to `slots`.
     fn post_pieces(
         &self,
         way: Way,
@@ -168,21 +168,21 @@ impl Endpoint {
             Way::Read => 1,
             Way::Write { .. } => self.iov.min(self.rma_iov),
         };
-        for same in pieces.chunk_by(|a, b| a.to.peer.index == b.to.peer.index) {
+        let cut: Vec<Piece> = pieces
+            .iter()
+            .flat_map(|p| {
+                (0..p.len).step_by(step).map(move |at| Piece {
+                    addr: p.addr + at,
+                    len: step.min(p.len - at),
+                    to: p.to.at(at),
+                    desc: p.desc,
+                })
+            })
+            .collect();
+        for same in cut.chunk_by(|a, b| a.to.peer.index == b.to.peer.index) {
             let lens: Vec<usize> = same.iter().map(|p| p.len).collect();
-            let max = step.min(SHARED_MAX);
-            for group in batches(&lens, limit, max).into_iter().map(|b| &same[b]) {
-                if let [p] = group {
-                    for at in (0..p.len).step_by(step) {
-                        let n = step.min(p.len - at);
-                        let mut rma = [range(p.to.at(at), n)];
-                        let (addr, peer) = (p.addr + at, p.to.peer);
-                        let slot =
-                            self.rma_msg(way, addr, n, p.desc, peer, &mut rma, None, keep_waiting);
-                        slots.extend(slot?);
-                    }
-                    continue;
-                }
+            for group in batches(&lens, limit, step.min(SHARED_MAX)) {
+                let group = &same[group];
                 let mut local: Vec<libc::iovec> = group
                     .iter()
                     .map(|p| libc::iovec {

@@ -117,17 +117,17 @@ impl Window<'_> {
         routes: impl Iterator<Item = (usize, P)>,
         go: impl Fn(&dyn Transport, P) -> Result<()>,
     ) -> Result<()> {
-        let mut moved = false;
+        let (mut moved, mut result) = (false, Ok(()));
         for (route, parts) in routes.filter(|(_, p)| !p.as_ref().is_empty()) {
             moved = true;
-            if let Err(e) = go(self.by(route), parts) {
-                self.epochs.borrow_mut().issued();
-                return Err(e);
+            result = go(self.by(route), parts);
+            if result.is_err() {
+                break;
             }
         }
         if moved {
             self.epochs.borrow_mut().issued();
         }
-        Ok(())
+        result
     }
 }
