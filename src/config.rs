@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `ONESIDED_TRANSPORT` | `auto` (default), `fabric` | shared memory inside a node and the fabric between nodes, or the fabric for every target (one machine then runs the network path) |
 //! | `ONESIDED_FABRIC_PROVIDER`, else `FI_PROVIDER` | a libfabric provider (`tcp`, `shm`, `verbs`, ...) | unset: the first libfabric offers |
-//! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands (to run the strict paths on a lenient provider) |
+//! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands, with local buffers registered even where the provider does not demand it (to run the strict paths on a lenient provider) |
 //! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software`, `verbs` | NIC atomics for each (type, operation) the provider runs natively, as `accumulate_ops` allows; the emulation for all; or the NIC for only what RDMA verbs runs (64-bit fetch-add, read, compare-and-swap) |
 //! | `ONESIDED_FABRIC_PROGRESS` | `wake` (default), `poll` | how the endpoint's progress thread serves this rank's memory while the rank is outside the library: asleep until traffic arrives, in the wait object of a second endpoint that peers address, while operations are issued on one without a wait object (an operation on a computing target: 30-75 us over tcp), or polling one endpoint every millisecond (up to a millisecond; at once when a peer on the node rings the process's doorbell) |
 //! | `ONESIDED_PM` | `onesided`, `pmix`, `pmi`, `singleton` | the process manager; unset: detected (see [`ProcessManager`]) |

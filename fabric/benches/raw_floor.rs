@@ -97,6 +97,7 @@ mod floor {
             provider: Some(provider.into()),
             mr_mode: MrMode::ALL,
             delivery_complete: true,
+            register_local: false,
         };
         let p = Provider::find(&req).ctx("finding the provider")?;
         let domain = Domain::open(p).ctx("opening the domain")?;

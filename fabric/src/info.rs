@@ -22,7 +22,8 @@ impl MrMode {
     pub const ENDPOINT: MrMode = MrMode(sys::FI_MR_ENDPOINT);
     /// Keys may be larger than 64 bits and are exchanged raw (`FI_MR_RAW`).
     pub const RAW: MrMode = MrMode(sys::FI_MR_RAW);
-    /// What the verbs provider demands; requesting it on tcp runs the strict paths there.
+    /// What the verbs provider demands; requesting it on tcp, with
+    /// [`Request::register_local`], runs the strict paths there.
     pub const VERBS: MrMode = MrMode(
         sys::FI_MR_LOCAL | sys::FI_MR_VIRT_ADDR | sys::FI_MR_ALLOCATED | sys::FI_MR_PROV_KEY,
     );
@@ -73,6 +74,11 @@ pub struct Request {
     pub mr_mode: MrMode,
     /// Every operation delivers its data before it completes (`FI_DELIVERY_COMPLETE`).
     pub delivery_complete: bool,
+    /// Give every local buffer a registration (`FI_MR_LOCAL`) also where the provider does not
+    /// demand it: tcp;ofi_rxm, which demands no MR mode bit at all, then runs the paths that
+    /// verbs takes (bounce buffer, registration for the call, descriptors of registered
+    /// memory). Local registrations are optional elsewhere, so every provider accepts them.
+    pub register_local: bool,
 }
 
 impl Default for Request {
@@ -81,6 +87,7 @@ impl Default for Request {
             provider: None,
             mr_mode: MrMode::ALL,
             delivery_complete: true,
+            register_local: false,
         }
     }
 }
@@ -159,6 +166,9 @@ fn getinfo(req: &Request, rma_atomic: bool) -> Result<InfoList, FiError> {
 /// One provider configuration chosen for onesided: owns a copy of its `fi_info`.
 pub struct Provider {
     info: InfoList,
+    /// Local buffers are registered though the provider does not demand it
+    /// ([`Request::register_local`]).
+    register_local: bool,
 }
 
 // SAFETY: the fi_info is plain data owned by this value, never mutated after creation.
@@ -197,6 +207,7 @@ impl Provider {
         }
         Ok(Provider {
             info: InfoList(one),
+            register_local: req.register_local,
         })
     }
 
@@ -214,6 +225,7 @@ impl Provider {
             }
             out.push(Provider {
                 info: InfoList(one),
+                register_local: req.register_local,
             });
             // SAFETY: `at` is a valid element of the list; `next` is the following one or NULL.
             at = unsafe { (*at).next };
@@ -251,10 +263,15 @@ impl Provider {
         cstr(unsafe { (*self.get().domain_attr).name })
     }
 
-    /// The MR mode the provider demands.
+    /// The MR mode onesided honours: what the provider demands, with `LOCAL` where the request
+    /// asked to register local buffers anyway.
     pub fn mr_mode(&self) -> MrMode {
         // SAFETY: as in `domain`.
-        MrMode(unsafe { (*self.get().domain_attr).mr_mode } as u32)
+        let demanded = unsafe { (*self.get().domain_attr).mr_mode } as u32;
+        match self.register_local {
+            true => MrMode(demanded | MrMode::LOCAL.0),
+            false => MrMode(demanded),
+        }
     }
 
     /// Bytes of a remote key (over 8: raw keys).
@@ -358,6 +375,7 @@ pub fn list() -> Result<Vec<ProviderSummary>, FiError> {
         provider: None,
         mr_mode: MrMode::ALL,
         delivery_complete: false,
+        register_local: false,
     };
     let mut out: Vec<ProviderSummary> = Vec::new();
     for rma_atomic in [true, false] {

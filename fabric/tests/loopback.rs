@@ -16,11 +16,17 @@ fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
     let req = Request {
         provider: Some(provider.into()),
         mr_mode,
+        register_local: mr_mode == MrMode::VERBS,
         ..Request::default()
     };
     let p = Provider::find(&req).unwrap_or_else(|e| panic!("{provider}: {e}"));
     let domain = Domain::open(p).unwrap();
     let a = Endpoint::open(&domain, idle).unwrap();
+    assert_eq!(
+        a.local_mr(),
+        mr_mode == MrMode::VERBS,
+        "{provider}: registered local buffers"
+    );
     let b = Endpoint::open(&domain, idle).unwrap();
     let mem = Mem::alloc(1 << 20, 4096).unwrap();
     let region = b.register(mem).unwrap();
@@ -173,7 +179,6 @@ fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
         assert_eq!(w[..], big[16 * i..16 * i + 8], "word {i} of a batch");
     }
     assert_eq!(large[..], big[..90_000], "the large read of a batch");
-
     let fetch = |op: AtomicOp, v: u64, offset: u64| {
         let mut old = [0u8; 8];
         a.fetch_atomic(

@@ -72,6 +72,7 @@ fn open_domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
             MrMode::Verbs => fi::MrMode::VERBS,
         },
         delivery_complete: true,
+        register_local: config.mr_mode == MrMode::Verbs,
     };
     #[cfg(feature = "hwloc")]
     let found = crate::transport::nic::find_provider(&req);
