@@ -12,13 +12,14 @@
 //! to zero-copy is a read small enough to be gathered with its neighbours (`gather.rs`): it
 //! starts as a request, whose few bytes are copied out of the gathered read.
 //!
-//! Writes next to each other in the batch that go to one peer share an operation, each its own
-//! local buffer and remote range, as many as the provider's `iov_limit` and `rma_iov_limit`
+//! Transfers next to each other in the batch that go to one peer share an operation, each its
+//! own local buffer and remote range, as many as the provider's `iov_limit` and `rma_iov_limit`
 //! allow (4 for tcp;ofi_rxm and shm in libfabric 1.17): providers that serve each operation at
-//! the target in software then have fewer to serve. Reads do not: over the shm provider a read
-//! into several local buffers loses the single `process_vm_readv` of a read into one (8 KiB to
-//! 1 MiB gets fell from 2.6–7.5 GB/s to 1.5–2.8), and over tcp 32 KiB reads four to an
-//! operation fell to 0.6–0.8 GB/s in 5 of 7 runs.
+//! the target in software then have fewer to serve. Writes share up to [`SHARED_MAX`] bytes,
+//! reads up to [`SHARED_READ_MAX`] (over tcp the medians of 5 runs of `get_bw` from 1 to 32 KiB
+//! moved 2.0–3.1x the bytes so, 64 KiB alike). Over the shm provider reads do
+//! not share: a read into several local buffers loses the single `process_vm_readv` of a read
+//! into one, made in the posting call (8 KiB to 1 MiB gets fell from 2.6–7.5 GB/s to 1.5–2.8).
 
 use crate::endpoint::{Endpoint, Waiting};
 use crate::error::FiError;
@@ -33,6 +34,18 @@ use std::ptr;
 /// moved more than one operation of all of them (over tcp, 1 MiB writes four to an operation
 /// moved 0.71–1.03x the bytes per second of one each).
 const SHARED_MAX: usize = 1 << 20;
+
+/// The most bytes reads share an operation with.
+const SHARED_READ_MAX: usize = 64 << 10;
+
+/// How many reads of a batch one operation of the provider `name` carries, where one carries
+/// `limit` transfers: one over the shm provider (module docs).
+pub(crate) fn shared_reads(name: &str, limit: usize) -> usize {
+    match name {
+        "shm" => 1,
+        _ => limit,
+    }
+}
 
 impl Endpoint {
     /// Read every `(dst, from)` of `parts`, the reads in flight together; returns with the data
@@ -152,10 +165,9 @@ impl Endpoint {
         posted.and(waited).map(|()| bounced)
     }
 
-    /// Post `pieces`, each cut into pieces of the largest message first: writes next to each
+    /// Post `pieces`, each cut into pieces of the largest message first: those next to each
     /// other in the list that go to one peer together, as few operations as the provider's
-    /// `iov_limit` and `rma_iov_limit` and [`SHARED_MAX`] allow, every read alone; their slots
-    /// go to `slots`.
+    /// limits and [`SHARED_MAX`] (reads: [`SHARED_READ_MAX`]) allow; their slots go to `slots`.
     fn post_pieces(
         &self,
         way: Way,
@@ -164,9 +176,9 @@ impl Endpoint {
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         let step = self.step();
-        let limit = match way {
-            Way::Read => 1,
-            Way::Write { .. } => self.iov.min(self.rma_iov),
+        let (limit, shared) = match way {
+            Way::Read => (self.read_iov, SHARED_READ_MAX),
+            Way::Write { .. } => (self.iov.min(self.rma_iov), SHARED_MAX),
         };
         let cut: Vec<Piece> = pieces
             .iter()
@@ -181,7 +193,7 @@ impl Endpoint {
             .collect();
         for same in cut.chunk_by(|a, b| a.to.peer.index == b.to.peer.index) {
             let lens: Vec<usize> = same.iter().map(|p| p.len).collect();
-            for group in batches(&lens, limit, step.min(SHARED_MAX)) {
+            for group in batches(&lens, limit, step.min(shared)) {
                 let group = &same[group];
                 let mut local: Vec<libc::iovec> = group
                     .iter()

@@ -1,6 +1,7 @@
 //! An RDM endpoint with its address vector and completion queue, its progress thread, and
 //! completion tracked per peer and per operation (`track.rs`; the operations are in `ops.rs`).
 
+use crate::batch::shared_reads;
 use crate::core::Core;
 use crate::domain::Domain;
 use crate::doorbell::{Doorbell, KNOCK_AFTER, Knocker};
@@ -68,6 +69,8 @@ pub struct Endpoint {
     pub(crate) rma_iov: usize,
     /// Most local buffers one operation moves.
     pub(crate) iov: usize,
+    /// Most reads of a batch one operation carries ([`Endpoint::read_all`]).
+    pub(crate) read_iov: usize,
     /// The peers inserted so far, by address name.
     peers: RefCell<HashMap<Vec<u8>, Peer>>,
     /// Small request reads gathered into one (`gather.rs`).
@@ -151,6 +154,7 @@ impl Endpoint {
             max_msg: p.max_msg_size().max(1),
             rma_iov: p.rma_iov_limit(),
             iov: p.iov_limit(),
+            read_iov: shared_reads(&p.name(), p.iov_limit().min(p.rma_iov_limit())),
             core,
             progress: Progress {
                 stop,

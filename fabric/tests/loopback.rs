@@ -179,6 +179,46 @@ fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
         assert_eq!(w[..], big[16 * i..16 * i + 8], "word {i} of a batch");
     }
     assert_eq!(large[..], big[..90_000], "the large read of a batch");
+    // Six blocks of 12,000 bytes to separate ranges, read in one batch (where the provider
+    // lets reads share operations, four to one and two to the next), into plain memory and
+    // into memory registered on the origin's endpoint (lent with its registration).
+    let apart = |i: usize| 710_000 + 13_000 * i as u64;
+    let blocks: Vec<(&[u8], Remote)> = (0..6)
+        .map(|i| (&big[12_000 * i..][..12_000], at(apart(i))))
+        .collect();
+    a.write_all(&blocks, &live).unwrap();
+    a.flush(peer, &live).unwrap();
+    let read_shared = |into: &mut [&mut [u8]], what: &str| {
+        let mut reads: Vec<(&mut [u8], Remote)> = into
+            .iter_mut()
+            .enumerate()
+            .map(|(i, d)| (&mut d[..], at(apart(i))))
+            .collect();
+        a.read_all(&mut reads, &live).unwrap();
+        for (i, d) in into.iter().enumerate() {
+            assert_eq!(
+                d[..],
+                big[12_000 * i..][..12_000],
+                "shared read {i} into {what}"
+            );
+        }
+    };
+    let mut plain = vec![[0u8; 12_000]; 6];
+    let mut plain: Vec<&mut [u8]> = plain.iter_mut().map(|p| &mut p[..]).collect();
+    read_shared(&mut plain, "plain memory");
+    own.mem().write(0, &vec![0u8; 1 << 18]).unwrap();
+    // SAFETY: the registered memory is this test's, not otherwise in use; the slices are
+    // disjoint, 12,288 bytes apart.
+    let mut registered: Vec<&mut [u8]> = (0..6)
+        .map(|i| unsafe {
+            std::slice::from_raw_parts_mut(
+                (own.mem().addr() + 8192 + 12_288 * i) as *mut u8,
+                12_000,
+            )
+        })
+        .collect();
+    read_shared(&mut registered, "registered memory");
+
     let fetch = |op: AtomicOp, v: u64, offset: u64| {
         let mut old = [0u8; 8];
         a.fetch_atomic(
