@@ -7,10 +7,10 @@
 //! [`Endpoint::read`] does: no copy through memory the endpoint owns, which the request forms
 //! need because a request may outlive the borrow of its buffer. Where the provider demands
 //! registered local buffers (`FI_MR_LOCAL`), each part goes as [`Endpoint::read`] would lend it
-//! (its region, or registered for the call), except that the bounce buffer serves one part at a
-//! time: those small parts go one after the other once the others are complete. The exception
-//! to zero-copy is a read small enough to be gathered with its neighbours (`gather.rs`): it
-//! starts as a request, whose few bytes are copied out of the gathered read.
+//! (its region, or registered for the call), except those the bounce buffer would carry, which
+//! serves one at a time: they start as requests, through buffers the endpoint owns, and are in
+//! flight with the rest. So does a read small enough to be gathered with its neighbours
+//! (`gather.rs`), whose few bytes are copied out of the gathered read.
 //!
 //! Transfers next to each other in the batch that go to one peer share an operation, each its
 //! own local buffer and remote range, as many as the provider's `iov_limit` and `rma_iov_limit`
@@ -59,34 +59,31 @@ impl Endpoint {
         parts: &mut [(&mut [u8], Remote)],
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
-        let mut small = Vec::new();
+        let mut started = Vec::new();
         for (i, (dst, from)) in parts.iter().enumerate() {
             if (1..=READ_MAX).contains(&dst.len()) {
-                small.push((i, self.start_read(dst.len(), *from, keep_waiting)?));
+                started.push((i, self.start_read(dst.len(), *from, keep_waiting)?));
             }
         }
-        let spans = parts
+        let spans: Vec<_> = parts
             .iter_mut()
             .enumerate()
             .filter(|(_, (dst, _))| dst.len() > READ_MAX)
-            .map(|(i, (dst, from))| (i, (dst.as_mut_ptr() as usize, dst.len(), *from)));
+            .map(|(i, (dst, from))| (i, (dst.as_mut_ptr() as usize, dst.len(), *from)))
+            .collect();
+        let stage = |i: usize, len: usize, from: Remote| {
+            started.push((i, self.start_read(len, from, keep_waiting)?));
+            Ok(())
+        };
         // SAFETY: every `dst` is borrowed, writable, until this call returns, after the waits of
         // `post_all`.
-        let posted = unsafe { self.post_all(Way::Read, spans, keep_waiting) };
+        let mut first = unsafe { self.post_all(Way::Read, spans, stage, keep_waiting) };
         // Every request is finished, also after a failure; the first failure returns.
-        let (mut first, bounced) = match posted {
-            Ok(bounced) => (Ok(()), bounced),
-            Err(e) => (Err(e), Vec::new()),
-        };
-        for (i, ticket) in small {
+        for (i, ticket) in started {
             let done = self.finish(ticket, Some(&mut *parts[i].0), keep_waiting);
             first = first.and(done);
         }
-        first?;
-        bounced.into_iter().try_for_each(|i| {
-            let (dst, from) = &mut parts[i];
-            self.read(dst, *from, keep_waiting)
-        })
+        first
     }
 
     /// Write every `(src, to)` of `parts`, the writes in flight together; returns when every
@@ -101,30 +98,38 @@ impl Endpoint {
             .iter()
             .enumerate()
             .map(|(i, &(src, to))| (i, (src.as_ptr() as usize, src.len(), to)));
+        let mut started = Vec::new();
+        let stage = |i: usize, _: usize, to: Remote| {
+            started.push(self.start_write(parts[i].0, to, keep_waiting)?);
+            Ok(())
+        };
         let way = Way::Write { inject: false };
         // SAFETY: every `src` is borrowed until this call returns, after the waits of `post_all`.
-        let bounced = unsafe { self.post_all(way, spans, keep_waiting)? };
-        bounced.into_iter().try_for_each(|i| {
-            let (src, to) = parts[i];
-            self.write(src, to, keep_waiting)
-        })
+        let mut first = unsafe { self.post_all(way, spans, stage, keep_waiting) };
+        for ticket in started {
+            first = first.and(self.finish(ticket, None, keep_waiting));
+        }
+        first
     }
 
     /// Post a transfer `way` for every `(index, (addr, len, remote))` of `spans` (writes up to
-    /// the inject size injected), then wait for all of them. Returns the indices of the spans
-    /// that must go through the bounce buffer, not posted.
+    /// the inject size injected), then wait for all of them. A span that would go through the
+    /// bounce buffer (`FI_MR_LOCAL`, not in registered memory, small enough) is handed to
+    /// `stage(index, len, remote)` instead, to start as a request through a buffer the endpoint
+    /// owns: in flight with the others, where the bounce buffer carries one after the other.
     ///
     /// # Safety
     /// Every span's memory must stay valid (writable, for reads) until this call returns.
     unsafe fn post_all(
         &self,
         way: Way,
-        mut spans: impl Iterator<Item = (usize, (usize, usize, Remote))>,
+        spans: impl IntoIterator<Item = (usize, (usize, usize, Remote))>,
+        mut stage: impl FnMut(usize, usize, Remote) -> Result<(), FiError>,
         keep_waiting: &dyn Fn() -> Waiting,
-    ) -> Result<Vec<usize>, FiError> {
-        let (mut held, mut pieces, mut bounced) = (Vec::new(), Vec::new(), Vec::new());
+    ) -> Result<(), FiError> {
+        let (mut held, mut pieces) = (Vec::new(), Vec::new());
         let mut slots = Vec::new();
-        let sorted = spans.try_for_each(|(i, (addr, len, to))| {
+        let sorted = spans.into_iter().try_for_each(|(i, (addr, len, to))| {
             if len == 0 {
                 return Ok(());
             }
@@ -147,8 +152,7 @@ impl Endpoint {
             // SAFETY: guaranteed by the caller; the waits below come before this call returns.
             let lent = unsafe { self.lend(addr, len)? };
             if matches!(lent, Lent::Bounce) {
-                bounced.push(i);
-                return Ok(());
+                return stage(i, len, to);
             }
             pieces.push(Piece {
                 addr,
@@ -162,7 +166,7 @@ impl Endpoint {
         let posted = sorted.and_then(|()| self.post_pieces(way, &pieces, &mut slots, keep_waiting));
         let waited = self.wait_all(&slots, keep_waiting);
         drop(held);
-        posted.and(waited).map(|()| bounced)
+        posted.and(waited)
     }
 
     /// Post `pieces`, each cut into pieces of the largest message first: those next to each
