@@ -179,9 +179,10 @@ fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
         assert_eq!(w[..], big[16 * i..16 * i + 8], "word {i} of a batch");
     }
     assert_eq!(large[..], big[..90_000], "the large read of a batch");
-    // Six blocks of 12,000 bytes to separate ranges, read in one batch (where the provider
-    // lets reads share operations, four to one and two to the next), into plain memory and
-    // into memory registered on the origin's endpoint (lent with its registration).
+    // Six blocks of 12,000 bytes to separate ranges, read in one batch into plain memory and
+    // into memory registered on the origin's endpoint. Over tcp the reads share operations,
+    // four to one and two to the next; in the verbs MR mode those into plain memory start as
+    // requests instead, and those into registered memory share with its descriptor.
     let apart = |i: usize| 710_000 + 13_000 * i as u64;
     let blocks: Vec<(&[u8], Remote)> = (0..6)
         .map(|i| (&big[12_000 * i..][..12_000], at(apart(i))))
