@@ -182,7 +182,7 @@ impl Endpoint {
         let step = self.step();
         let (limit, shared) = match way {
             Way::Read => (self.read_iov, SHARED_READ_MAX),
-            Way::Write { .. } => (self.iov.min(self.rma_iov), SHARED_MAX),
+            Way::Write { .. } => (self.write_iov, SHARED_MAX),
         };
         let cut: Vec<Piece> = pieces
             .iter()

@@ -67,8 +67,9 @@ pub struct Endpoint {
     pub(crate) max_msg: usize,
     /// Most remote ranges one operation reaches.
     pub(crate) rma_iov: usize,
-    /// Most local buffers one operation moves.
-    pub(crate) iov: usize,
+    /// Most writes of a batch one operation carries ([`Endpoint::write_all`]): as many local
+    /// buffers and remote ranges as the provider moves in one.
+    pub(crate) write_iov: usize,
     /// Most reads of a batch one operation carries ([`Endpoint::read_all`]).
     pub(crate) read_iov: usize,
     /// The peers inserted so far, by address name.
@@ -142,6 +143,8 @@ impl Endpoint {
                     )
                 })?
         };
+        // Transfers of a batch one operation carries: a local buffer and a remote range each.
+        let shared = p.iov_limit().min(p.rma_iov_limit());
         Ok(Endpoint {
             local_mr: p.mr_mode().contains(MrMode::LOCAL),
             plain_atomics: p.name() != "shm",
@@ -153,8 +156,8 @@ impl Endpoint {
             },
             max_msg: p.max_msg_size().max(1),
             rma_iov: p.rma_iov_limit(),
-            iov: p.iov_limit(),
-            read_iov: shared_reads(&p.name(), p.iov_limit().min(p.rma_iov_limit())),
+            write_iov: shared,
+            read_iov: shared_reads(&p.name(), shared),
             core,
             progress: Progress {
                 stop,
