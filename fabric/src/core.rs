@@ -43,7 +43,8 @@ pub(crate) struct Core {
     /// flush 13.1 us instead of 10.7).
     pub(crate) out: Port,
     /// Where peers address this endpoint, when its queue has a wait object for the progress
-    /// thread to sleep in until traffic arrives (`Idle::Wake`); else they address `out`.
+    /// thread to sleep in until traffic arrives (`Idle::Wake`); else they address `out`, as
+    /// peers on this node do where the endpoint holds the doorbell (`Endpoint::near_name`).
     pub(crate) serve: Option<Port>,
     /// The operations in flight, settled by whichever thread reads their completions.
     pub(crate) track: Mutex<Track<Staged>>,
@@ -59,17 +60,20 @@ pub(crate) struct Core {
     pub(crate) rounds: AtomicU64,
     /// Staging buffers of settled request operations, kept for reuse (`stage.rs`).
     pub(crate) pool: Arc<Pool>,
-    /// Without a serving port: this process's doorbell, which the progress thread dozes on
-    /// and peers ring when their operations wait for this rank (`doorbell.rs`).
+    /// This process's doorbell, where this endpoint took it: the progress thread dozes on it
+    /// and peers on this node ring it when their operations wait for this rank (`doorbell.rs`).
     pub(crate) doorbell: Option<Doorbell>,
-    /// Without a serving port: what this endpoint rings its peers' doorbells with, the
-    /// process of each peer (by its number; 0: none to ring, as for peers on other nodes), and
-    /// when it last rang (a stamp of `stamps`; 0: never).
+    /// What this endpoint rings its peers' doorbells with, the process of each peer (by its
+    /// number; 0: none to ring, as for peers on other nodes), and when it last rang (a stamp of
+    /// `stamps`; 0: never).
     pub(crate) knocker: Option<Knocker>,
     pub(crate) pids: Mutex<Vec<u32>>,
     pub(crate) rung: AtomicU64,
     /// The node runs more processes than it has CPUs ([`crate::Endpoint::set_crowded`]).
     pub(crate) crowded: AtomicBool,
+    /// Peers address the issuing port as well as the serving one (peers on this node, where
+    /// there is a serving port), so that waits on what peers do poll both every round.
+    pub(crate) near: AtomicBool,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.
@@ -130,8 +134,9 @@ impl Core {
         }
     }
 
-    /// Block on the file descriptor `fd` of the serving queue's wait object until traffic
-    /// arrives or `PROGRESS_WAIT_MS` passes, then progress, and on traffic serve back to back
+    /// Block on the file descriptor `fd` of the serving queue's wait object, and on the
+    /// doorbell where this endpoint holds it, until traffic arrives, a peer rings or
+    /// `PROGRESS_WAIT_MS` passes, then progress, and when woken serve back to back
     /// ([`Core::hot`]). `fi_cq_sread` would not return on traffic that leaves no completion
     /// (a peer's RMA), only at its timeout. False where the provider has work pending and the
     /// thread must not block (the caller progresses instead).
@@ -142,7 +147,17 @@ impl Core {
         if unsafe { sys::fi_trywait(self.domain.fabric(), &mut fid, 1) } != 0 {
             return false;
         }
-        let woken = readable(fd, Duration::from_millis(PROGRESS_WAIT_MS as u64));
+        let timeout = Duration::from_millis(PROGRESS_WAIT_MS as u64);
+        let woken = match &self.doorbell {
+            Some(bell) => {
+                let woken = readable(&[fd, bell.fd()], timeout);
+                if woken {
+                    bell.answer();
+                }
+                woken
+            }
+            None => readable(&[fd], timeout),
+        };
         self.poll_all();
         if woken {
             self.hot();
@@ -210,10 +225,10 @@ impl Core {
     }
 
     /// Drive both ports, for waits on what peers do: the serving port every round, the
-    /// issuing one every `SERVE_EVERY`-th.
+    /// issuing one every `SERVE_EVERY`-th, or every round where peers address it too.
     pub(crate) fn poll_for_peers(&self) {
         self.poll_serving();
-        if self.serve.is_none() || self.next_round() {
+        if self.serve.is_none() || self.near.load(Ordering::Relaxed) || self.next_round() {
             self.poll_issuing();
         }
     }

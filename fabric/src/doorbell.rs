@@ -11,8 +11,13 @@
 //! [`KNOCK_EVERY`]; a wait that finds it rang more recently tries again later); the woken
 //! thread then polls back to back for as long (`Core::hot`), since operations come in bursts.
 //!
-//! One doorbell per process: the first endpoint without a waking queue takes it; another one in
-//! the same process (a second thread's world) keeps polling every millisecond.
+//! An endpoint whose queue has a wait object (`Idle::Wake`) takes the doorbell too: peers on
+//! its node address its issuing port, which has none (`Endpoint::near_name`), and its progress
+//! thread sleeps in the queue's wait object and on the doorbell at once.
+//!
+//! One doorbell per process: the first endpoint takes it; another one in the same process (a
+//! second thread's world) keeps polling every millisecond, and with a waking queue is addressed
+//! at that queue's port by every peer.
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::linux::net::SocketAddrExt;
@@ -31,19 +36,24 @@ fn address(id: u32) -> Option<SocketAddr> {
     SocketAddr::from_abstract_name(format!("onesided-fabric-progress-{id}")).ok()
 }
 
-/// Block until `fd` is readable or `timeout` passes (one `ppoll`); whether it is readable.
-pub(crate) fn readable(fd: RawFd, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd {
-        fd,
+/// Block until one of `fds` (at most two) is readable or `timeout` passes (one `ppoll`);
+/// whether one is readable.
+pub(crate) fn readable(fds: &[RawFd], timeout: Duration) -> bool {
+    let mut pfds = [libc::pollfd {
+        fd: -1,
         events: libc::POLLIN,
         revents: 0,
-    };
+    }; 2];
+    for (p, &fd) in pfds.iter_mut().zip(fds) {
+        p.fd = fd;
+    }
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
-    // SAFETY: one valid pollfd, a valid timeout, and no signal mask.
-    unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) > 0 }
+    let n = fds.len().min(pfds.len()) as libc::nfds_t;
+    // SAFETY: `n` valid pollfds, a valid timeout, and no signal mask.
+    unsafe { libc::ppoll(pfds.as_mut_ptr(), n, &ts, std::ptr::null()) > 0 }
 }
 
 /// This process's doorbell, held by one endpoint's progress thread.
@@ -67,9 +77,16 @@ impl Doorbell {
     /// Sleep until the doorbell rings or `timeout` passes; whether it rang. Rings that came
     /// meanwhile are all answered by this one wake. One `ppoll` while nothing rings.
     pub(crate) fn doze(&self, timeout: Duration) -> bool {
-        if timeout.is_zero() || !readable(self.sock.as_raw_fd(), timeout) {
-            return false;
-        }
+        !timeout.is_zero() && readable(&[self.fd()], timeout) && self.answer()
+    }
+
+    /// The doorbell's file descriptor, for a sleep on it and on something else at once.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    /// Take every ring that came; whether one did.
+    pub(crate) fn answer(&self) -> bool {
         let mut byte = [0u8; 1];
         let mut rang = false;
         while self.sock.recv(&mut byte).is_ok() {

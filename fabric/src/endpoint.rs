@@ -100,10 +100,7 @@ impl Endpoint {
             Idle::Wake => Port::open_waking(domain)?,
             Idle::Poll => None,
         };
-        let (doorbell, knocker) = match serve {
-            Some(_) => (None, None),
-            None => (Doorbell::take(), Knocker::new()),
-        };
+        let (doorbell, knocker) = (Doorbell::take(), Knocker::new());
         let core = Core {
             domain: domain.clone(),
             out,
@@ -119,6 +116,7 @@ impl Endpoint {
             pids: Mutex::default(),
             rung: AtomicU64::new(0),
             crowded: AtomicBool::new(false),
+            near: AtomicBool::new(false),
         };
         let core = Arc::new(core);
         let p = domain.provider();
@@ -211,25 +209,32 @@ impl Endpoint {
 
     /// This endpoint's address, for peers to insert.
     pub fn name(&self) -> Result<Vec<u8>, FiError> {
-        let mut buf = vec![0u8; 256];
-        loop {
-            let mut len = buf.len();
-            // SAFETY: the endpoint is open; `buf` has `len` writable bytes.
-            let ret = unsafe {
-                sys::fi_getname(
-                    &mut (*self.core.addressed()).fid,
-                    buf.as_mut_ptr().cast(),
-                    &mut len,
-                )
-            };
-            if ret == -(sys::FI_ETOOSMALL as i32) && len > buf.len() {
-                buf.resize(len, 0);
-                continue;
-            }
-            check("fi_getname", ret)?;
-            buf.truncate(len);
-            return Ok(buf);
+        // SAFETY: the core's ports are open while the endpoint is.
+        unsafe { name_of(self.core.addressed()) }
+    }
+
+    /// The address for peers on this node to insert instead of [`Endpoint::name`], where
+    /// there is one: the issuing port of an endpoint whose progress thread sleeps in its
+    /// serving queue's wait object and on the process's doorbell. Serving a peer through a
+    /// queue with a wait object costs its every operation: over tcp;ofi_rxm the provider then
+    /// watches its sockets with epoll, and a put + flush took 10.7-10.9 us where the target
+    /// polled that queue, against 9.8-10.0 us through a queue without one. A peer on this node
+    /// rings the doorbell instead when its operation waits for this rank. None where regions
+    /// are bound to the serving port (`FI_MR_ENDPOINT`) or the doorbell is another endpoint's.
+    pub fn near_name(&self) -> Result<Option<Vec<u8>>, FiError> {
+        match self.serves_near() {
+            // SAFETY: as in `name`.
+            true => unsafe { name_of(self.core.ep()) }.map(Some),
+            false => Ok(None),
         }
+    }
+
+    /// Whether peers on this node address the issuing port ([`Endpoint::near_name`]).
+    fn serves_near(&self) -> bool {
+        let c = &self.core;
+        let waking = c.serve.as_ref().is_some_and(|s| s.wait_fd.is_some());
+        let bound = c.domain.provider().mr_mode().contains(MrMode::ENDPOINT);
+        waking && c.doorbell.is_some() && !bound
     }
 
     /// Insert a peer's address (from its [`Endpoint::name`]); a name inserted before gives the
@@ -264,8 +269,13 @@ impl Endpoint {
     }
 
     /// Note that `peer` is process `pid` on this node, whose progress thread a wait for
-    /// operations to it may wake where the provider cannot (`doorbell.rs`).
+    /// operations to it may wake where the provider cannot (`doorbell.rs`). Such a peer
+    /// addresses this endpoint at its [`Endpoint::near_name`] where it has one: from now on,
+    /// waits on what peers do poll the issuing port every round.
     pub fn set_pid(&self, peer: Peer, pid: u32) {
+        if pid != 0 && self.serves_near() {
+            self.core.near.store(true, Ordering::Relaxed);
+        }
         let mut pids = self.core.pids.lock().unwrap_or_else(|p| p.into_inner());
         let i = peer.index as usize;
         if pids.len() <= i {
@@ -420,15 +430,37 @@ impl Endpoint {
     }
 }
 
+/// The address of the endpoint `ep`, for peers to insert.
+///
+/// # Safety
+/// `ep` is an open endpoint.
+unsafe fn name_of(ep: *mut sys::fid_ep) -> Result<Vec<u8>, FiError> {
+    let mut buf = vec![0u8; 256];
+    loop {
+        let mut len = buf.len();
+        // SAFETY: `ep` is open (guaranteed by the caller); `buf` has `len` writable bytes.
+        let ret = unsafe { sys::fi_getname(&mut (*ep).fid, buf.as_mut_ptr().cast(), &mut len) };
+        if ret == -(sys::FI_ETOOSMALL as i32) && len > buf.len() {
+            buf.resize(len, 0);
+            continue;
+        }
+        check("fi_getname", ret)?;
+        buf.truncate(len);
+        return Ok(buf);
+    }
+}
+
 /// How an endpoint's progress thread serves the target side while its owner is away (computing,
 /// asleep, or in waits that do not drive the endpoint).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Idle {
     /// Peers address a second, serving endpoint, whose completion queue has a wait object (a
     /// file descriptor) that the provider wakes when traffic arrives; the progress thread
-    /// sleeps in it. Operations are issued on the first endpoint, whose queue has none: a wait
-    /// object costs every poll of its queue (over tcp;ofi_rxm an `epoll_wait` on the wait set
-    /// and a signal per completion, 2-4 us of a 13 us put + flush when the one endpoint had it).
+    /// sleeps in it, and on the process's doorbell. Operations are issued on the first
+    /// endpoint, whose queue has none: a wait object costs every poll of its queue (over
+    /// tcp;ofi_rxm an `epoll_wait` on the wait set and a signal per completion, 2-4 us of a
+    /// 13 us put + flush when the one endpoint had it). Peers on this node address the first
+    /// endpoint instead, and ring the doorbell ([`Endpoint::near_name`]).
     Wake,
     /// One endpoint, whose queue has no wait object: the progress thread polls it every
     /// millisecond, or at once when a peer on this node rings the process's doorbell

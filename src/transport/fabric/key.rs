@@ -4,11 +4,13 @@ use crate::codec::{Dec, Enc};
 use crate::error::Result;
 use onesided_fabric as fi;
 
-/// What one rank publishes: its endpoint address and the keys of its control block and window
+/// What one rank publishes: its endpoint addresses and the keys of its control block and window
 /// memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct FabricKey {
     pub(super) name: Vec<u8>,
+    /// The address for ranks on its node, where its endpoint has one (else empty).
+    pub(super) near: Vec<u8>,
     pub(super) ctrl: fi::RegionKey,
     pub(super) data: fi::RegionKey,
     pub(super) len: usize,
@@ -33,7 +35,7 @@ fn dec_region(d: &mut Dec<'_>) -> Result<fi::RegionKey> {
 
 impl FabricKey {
     pub(super) fn encode(&self) -> Vec<u8> {
-        let e = Enc::new().bytes(&self.name);
+        let e = Enc::new().bytes(&self.name).bytes(&self.near);
         let e = enc_region(e, &self.ctrl);
         enc_region(e, &self.data)
             .u64(self.len as u64)
@@ -46,6 +48,7 @@ impl FabricKey {
         let mut d = Dec::new(b);
         Ok(FabricKey {
             name: d.bytes()?.to_vec(),
+            near: d.bytes()?.to_vec(),
             ctrl: dec_region(&mut d)?,
             data: dec_region(&mut d)?,
             len: d.usize()?,

@@ -119,6 +119,7 @@ fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> R
     }
     let key = FabricKey {
         name: ep.name().map_err(fi_err)?,
+        near: ep.near_name().map_err(fi_err)?.unwrap_or_default(),
         ctrl: ctrl.key().map_err(fi_err)?,
         data: match (ahead, &data) {
             (Some(k), _) => k,
@@ -200,8 +201,14 @@ impl<'a> FabricTransport<'a> {
                         len,
                     })
                 };
-                let peer = ep.insert(&k.name).map_err(fi_err)?;
-                if let Some(pid) = peers.process_of(r) {
+                // A rank on this node is reached at its near address, where it has one.
+                let pid = peers.process_of(r);
+                let name = match pid.is_some() && !k.near.is_empty() {
+                    true => &k.near,
+                    false => &k.name,
+                };
+                let peer = ep.insert(name).map_err(fi_err)?;
+                if let Some(pid) = pid {
                     ep.set_pid(peer, pid);
                 }
                 Ok(Target {
