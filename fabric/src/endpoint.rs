@@ -117,6 +117,7 @@ impl Endpoint {
             rung: AtomicU64::new(0),
             crowded: AtomicBool::new(false),
             near: AtomicBool::new(false),
+            far: AtomicBool::new(false),
         };
         let core = Arc::new(core);
         let p = domain.provider();
@@ -282,6 +283,13 @@ impl Endpoint {
             pids.resize(i + 1, 0);
         }
         pids[i] = pid;
+    }
+
+    /// Note that a peer other than this endpoint's owner, on another node or in this process
+    /// (another thread's world), addresses this endpoint at its [`Endpoint::name`]: waits on
+    /// what peers do poll the serving port every round from now on.
+    pub fn set_far(&self) {
+        self.core.far.store(true, Ordering::Relaxed);
     }
 
     /// Register memory for the life of `'a` so that peers can reach it.

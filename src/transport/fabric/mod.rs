@@ -208,8 +208,10 @@ impl<'a> FabricTransport<'a> {
                     false => &k.name,
                 };
                 let peer = ep.insert(name).map_err(fi_err)?;
-                if let Some(pid) = pid {
-                    ep.set_pid(peer, pid);
+                match pid {
+                    Some(pid) => ep.set_pid(peer, pid),
+                    None if r != comm.rank() => ep.set_far(),
+                    None => {}
                 }
                 Ok(Target {
                     peer,
