@@ -65,12 +65,11 @@ impl Endpoint {
                 started.push((i, self.start_read(dst.len(), *from, keep_waiting)?));
             }
         }
-        let spans: Vec<_> = parts
+        let spans = parts
             .iter_mut()
             .enumerate()
             .filter(|(_, (dst, _))| dst.len() > READ_MAX)
-            .map(|(i, (dst, from))| (i, (dst.as_mut_ptr() as usize, dst.len(), *from)))
-            .collect();
+            .map(|(i, (dst, from))| (i, (dst.as_mut_ptr() as usize, dst.len(), *from)));
         let stage = |i: usize, len: usize, from: Remote| {
             started.push((i, self.start_read(len, from, keep_waiting)?));
             Ok(())

@@ -149,17 +149,12 @@ impl Core {
         if unsafe { sys::fi_trywait(self.domain.fabric(), &mut fid, 1) } != 0 {
             return false;
         }
-        let timeout = Duration::from_millis(PROGRESS_WAIT_MS as u64);
-        let woken = match &self.doorbell {
-            Some(bell) => {
-                let woken = readable(&[fd, bell.fd()], timeout);
-                if woken {
-                    bell.answer();
-                }
-                woken
-            }
-            None => readable(&[fd], timeout),
-        };
+        let bell = self.doorbell.as_ref();
+        let fds = [fd, bell.map_or(-1, Doorbell::fd)];
+        let woken = readable(fds, Duration::from_millis(PROGRESS_WAIT_MS as u64));
+        if let Some(bell) = bell.filter(|_| woken) {
+            bell.answer();
+        }
         self.poll_all();
         if woken {
             self.hot();

@@ -36,24 +36,20 @@ fn address(id: u32) -> Option<SocketAddr> {
     SocketAddr::from_abstract_name(format!("onesided-fabric-progress-{id}")).ok()
 }
 
-/// Block until one of `fds` (at most two) is readable or `timeout` passes (one `ppoll`);
-/// whether one is readable.
-pub(crate) fn readable(fds: &[RawFd], timeout: Duration) -> bool {
-    let mut pfds = [libc::pollfd {
-        fd: -1,
+/// Block until one of `fds` is readable or `timeout` passes (one `ppoll`, which skips negative
+/// descriptors); whether one is readable.
+pub(crate) fn readable<const N: usize>(fds: [RawFd; N], timeout: Duration) -> bool {
+    let mut pfds = fds.map(|fd| libc::pollfd {
+        fd,
         events: libc::POLLIN,
         revents: 0,
-    }; 2];
-    for (p, &fd) in pfds.iter_mut().zip(fds) {
-        p.fd = fd;
-    }
+    });
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
-    let n = fds.len().min(pfds.len()) as libc::nfds_t;
-    // SAFETY: `n` valid pollfds, a valid timeout, and no signal mask.
-    unsafe { libc::ppoll(pfds.as_mut_ptr(), n, &ts, std::ptr::null()) > 0 }
+    // SAFETY: N valid pollfds, a valid timeout, and no signal mask.
+    unsafe { libc::ppoll(pfds.as_mut_ptr(), N as libc::nfds_t, &ts, std::ptr::null()) > 0 }
 }
 
 /// This process's doorbell, held by one endpoint's progress thread.
@@ -77,7 +73,7 @@ impl Doorbell {
     /// Sleep until the doorbell rings or `timeout` passes; whether it rang. Rings that came
     /// meanwhile are all answered by this one wake. One `ppoll` while nothing rings.
     pub(crate) fn doze(&self, timeout: Duration) -> bool {
-        !timeout.is_zero() && readable(&[self.fd()], timeout) && self.answer()
+        !timeout.is_zero() && readable([self.fd()], timeout) && self.answer()
     }
 
     /// The doorbell's file descriptor, for a sleep on it and on something else at once.
