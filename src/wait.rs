@@ -83,8 +83,8 @@ struct Pause {
 
 /// How long a waiter for a word of its own memory on an uncrowded node goes on yielding once
 /// its backoff has run out, before it sleeps: waking from a futex costs more than the skew of
-/// a barrier over 16 ranks (fence of 16 ranks on 16 cores: 8.4-13.3 us when waiters slept
-/// after the backoff, 1.5-2.1 yielding; Open MPI's waiters never sleep, 2.2-2.5). Waiters that
+/// a barrier over 16 ranks (fence of 16 ranks on 16 cores: 7.4-13.3 us when waiters slept
+/// after the backoff, 1.5-2.9 yielding; Open MPI's waiters never sleep, 2.1-2.5). Waiters that
 /// retry on another rank's memory (a contended lock) do not: their tries would fight the
 /// holder's for the word (lock contention of 16 ranks: 0.3-0.4 us when they sleep, 2.7-2.9
 /// when they keep trying).

@@ -26,7 +26,10 @@ pub struct Ticket {
     result: usize,
     /// A read gathered with others (`gather.rs`): the batch, and the peer's address read.
     joined: Option<(Rc<Joint>, u64)>,
-    core: Arc<Core>,
+    /// Where `slots` are abandoned when the ticket is dropped unfinished; `None` for a ticket
+    /// that never holds any (an injected write, a gathered read), which saves a count of the
+    /// core's references on each of them.
+    core: Option<Arc<Core>>,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -39,10 +42,10 @@ impl std::fmt::Debug for Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if self.slots.is_empty() {
+        let Some(core) = self.core.as_ref().filter(|_| !self.slots.is_empty()) else {
             return;
-        }
-        let mut track = self.core.track();
+        };
+        let mut track = core.track();
         let freed: Vec<Staged> = self
             .slots
             .drain(..)
@@ -56,18 +59,36 @@ impl Drop for Ticket {
 impl Ticket {
     /// Add an operation (nothing for one counted only).
     pub(crate) fn push(&mut self, slot: Option<Slot>) {
+        debug_assert!(
+            slot.is_none() || self.core.is_some(),
+            "an operation added to a ticket made without slots"
+        );
         self.slots.extend(slot);
+    }
+
+    /// A ticket that holds no operations of its own: complete at once, or `joined` to a batch
+    /// of gathered reads.
+    fn without_slots(joined: Option<(Rc<Joint>, u64)>) -> Ticket {
+        Ticket {
+            slots: Vec::new(),
+            staged: None,
+            result: 0,
+            joined,
+            core: None,
+        }
     }
 }
 
 impl Endpoint {
-    pub(crate) fn ticket(&self, slots: Vec<Slot>, staged: Option<Staged>, result: usize) -> Ticket {
+    /// A ticket for operations to come (`Ticket::push`); the bytes read or fetched land in
+    /// `staged` at `result`.
+    pub(crate) fn ticket(&self, staged: Option<Staged>, result: usize) -> Ticket {
         Ticket {
-            slots,
+            slots: Vec::new(),
             staged,
             result,
             joined: None,
-            core: self.core.clone(),
+            core: Some(self.core.clone()),
         }
     }
 
@@ -82,17 +103,17 @@ impl Endpoint {
     ) -> Result<Ticket, FiError> {
         if src.len() <= self.inject {
             self.inject(src, to, keep_waiting)?;
-            return Ok(self.ticket(Vec::new(), None, 0));
+            return Ok(Ticket::without_slots(None));
         }
         let staged = Staged::new(&self.core, src.len(), self.local_mr)?;
         staged.write(0, src)?;
-        let mut t = self.ticket(Vec::new(), None, 0);
+        let mut t = self.ticket(None, 0);
         let (base, desc, step) = (staged.mem().addr(), staged.desc(), self.step());
         for at in (0..src.len()).step_by(step) {
             let n = step.min(src.len() - at);
             let keep = Some(staged.clone());
             let s = self.rma_write(base + at, n, desc, to.at(at), keep, false, keep_waiting)?;
-            t.slots.extend(s);
+            t.push(s);
         }
         Ok(t)
     }
@@ -107,18 +128,16 @@ impl Endpoint {
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Ticket, FiError> {
         if let Some(joint) = self.gather(len, from, keep_waiting) {
-            let mut t = self.ticket(Vec::new(), None, 0);
-            t.joined = Some((joint, from.addr));
-            return Ok(t);
+            return Ok(Ticket::without_slots(Some((joint, from.addr))));
         }
         let staged = Staged::new(&self.core, len, self.local_mr)?;
-        let mut t = self.ticket(Vec::new(), Some(staged.clone()), 0);
+        let mut t = self.ticket(Some(staged.clone()), 0);
         let (base, desc, step) = (staged.mem().addr(), staged.desc(), self.step());
         for at in (0..len).step_by(step) {
             let n = step.min(len - at);
             let keep = Some(staged.clone());
-            t.slots
-                .push(self.rma_read(base + at, n, desc, from.at(at), keep, keep_waiting)?);
+            let s = self.rma_read(base + at, n, desc, from.at(at), keep, keep_waiting)?;
+            t.push(Some(s));
         }
         Ok(t)
     }
@@ -154,7 +173,7 @@ impl Endpoint {
         let room = if fetch { 2 * len } else { len };
         let staged = Staged::new(&self.core, room, self.local_mr)?;
         staged.write(0, operands)?;
-        let mut t = self.ticket(Vec::new(), fetch.then(|| staged.clone()), len);
+        let mut t = self.ticket(fetch.then(|| staged.clone()), len);
         let (base, desc, piece) = (staged.mem().addr(), staged.desc(), max * size);
         for at in (0..len).step_by(piece) {
             let (n, to) = (piece.min(len - at) / size, to.at(at));
@@ -183,7 +202,7 @@ impl Endpoint {
                     false => sys::fi_atomic(ep, src, n, desc, peer, to.addr, to.key, dt, o, ctx),
                 }
             })?;
-            t.slots.extend(s);
+            t.push(s);
         }
         Ok(t)
     }

@@ -86,7 +86,7 @@ impl Endpoint {
             .flat_map(|&(o, n)| (0..n).step_by(step).map(move |k| (o + k, step.min(n - k))))
             .collect();
         let sizes: Vec<usize> = ranges.iter().map(|&(_, n)| n).collect();
-        let mut t = self.ticket(Vec::new(), read.then(|| staged.clone()), 0);
+        let mut t = self.ticket(read.then(|| staged.clone()), 0);
         let (base, desc) = (staged.mem().addr(), staged.desc());
         let mut local = 0;
         for b in batches(&sizes, self.rma_iov, step) {
