@@ -69,16 +69,16 @@ fn count_cpu_list(list: &str) -> Option<usize> {
 }
 
 /// What a waiter does before it sleeps: where every rank has a CPU, crossbeam's
-/// spin-then-yield [`Backoff`], and for a patient waiter its yields go on until [`SPIN_FOR`]
+/// spin-then-yield [`Backoff`], and for a patient waiter its yields go on until [`YIELD_FOR`]
 /// has passed; on a crowded node, only yields.
 struct Pause {
     backoff: Backoff,
     /// Yields so far, on a crowded node; `None` elsewhere.
     yields: Option<Cell<u32>>,
     /// How long to go on yielding once the backoff has run out, on an uncrowded node.
-    spin_for: Duration,
+    yield_for: Duration,
     /// When the backoff ran out (the clock is read only from then on).
-    spinning_since: Cell<Option<Instant>>,
+    yielding_since: Cell<Option<Instant>>,
 }
 
 /// How long a waiter for a word of its own memory on an uncrowded node goes on yielding once
@@ -88,25 +88,25 @@ struct Pause {
 /// retry on another rank's memory (a contended lock) do not: their tries would fight the
 /// holder's for the word (lock contention of 16 ranks: 0.3-0.4 us when they sleep, 2.7-2.9
 /// when they keep trying).
-const SPIN_FOR: Duration = Duration::from_micros(200);
+const YIELD_FOR: Duration = Duration::from_micros(200);
 
 impl Pause {
     /// A waiter that sleeps once the backoff has run out.
     fn new() -> Pause {
-        Pause::spinning(Duration::ZERO)
+        Pause::yielding(Duration::ZERO)
     }
 
-    /// A waiter that yields for [`SPIN_FOR`] more before it sleeps, on an uncrowded node.
+    /// A waiter that yields for [`YIELD_FOR`] more before it sleeps, on an uncrowded node.
     fn patient() -> Pause {
-        Pause::spinning(SPIN_FOR)
+        Pause::yielding(YIELD_FOR)
     }
 
-    fn spinning(spin_for: Duration) -> Pause {
+    fn yielding(yield_for: Duration) -> Pause {
         Pause {
             backoff: Backoff::new(),
             yields: CROWDED.load(Ordering::Relaxed).then(|| Cell::new(0)),
-            spin_for,
-            spinning_since: Cell::new(None),
+            yield_for,
+            yielding_since: Cell::new(None),
         }
     }
 
@@ -115,11 +115,11 @@ impl Pause {
         match &self.yields {
             Some(n) => n.get() >= CROWDED_YIELDS,
             None if !self.backoff.is_completed() => false,
-            None if self.spin_for.is_zero() => true,
+            None if self.yield_for.is_zero() => true,
             None => {
-                let since = self.spinning_since.get().unwrap_or_else(Instant::now);
-                self.spinning_since.set(Some(since));
-                since.elapsed() >= self.spin_for
+                let since = self.yielding_since.get().unwrap_or_else(Instant::now);
+                self.yielding_since.set(Some(since));
+                since.elapsed() >= self.yield_for
             }
         }
     }
@@ -141,7 +141,7 @@ impl Pause {
             Some(n) => n.set(0),
             None => {
                 self.backoff.reset();
-                self.spinning_since.set(None);
+                self.yielding_since.set(None);
             }
         }
     }
@@ -411,8 +411,8 @@ mod tests {
         let patient = Pause::patient();
         run_out(&patient);
         assert!(!patient.is_completed(), "goes on after its backoff");
-        std::thread::sleep(SPIN_FOR);
-        assert!(patient.is_completed(), "sleeps once SPIN_FOR has passed");
+        std::thread::sleep(YIELD_FOR);
+        assert!(patient.is_completed(), "sleeps once YIELD_FOR has passed");
         patient.reset();
         run_out(&patient);
         assert!(!patient.is_completed(), "a reset starts its time over");
