@@ -75,6 +75,8 @@ pub(crate) struct Core {
     /// peers of other processes address the serving one. Waits on what peers do poll every
     /// round the ports peers address (the serving one while neither is known).
     pub(crate) near: AtomicBool,
+    /// Some peer addresses the serving port: one on another node, or another thread's world in
+    /// this process ([`crate::Endpoint::set_far`]).
     pub(crate) far: AtomicBool,
 }
 
