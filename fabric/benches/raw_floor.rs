@@ -17,12 +17,19 @@
 //!   `put 8B FI_DELIVERY_COMPLETE`);
 //! - `get`: an 8-byte `read` (`get 8B (fi_read)`);
 //! - `cas`: `compare_swap` on a u64 (`CAS u64 (fi_compare_atomic)`);
-//! - `fadd`: `fetch_atomic` with `AtomicOp::Sum` on a u64 (`fetch-add u64 (fi_fetch_atomic)`).
+//! - `fadd`: `fetch_atomic` with `AtomicOp::Sum` on a u64 (`fetch-add u64 (fi_fetch_atomic)`);
+//! - `acc1` and `acc4096`: a sum into 1 and into 4096 consecutive f64, as one atomic call of that
+//!   count (`fi_atomic`, or `fi_fetch_atomic` where the provider's non-fetching atomics complete
+//!   before their operands are read), waited for: the floor of `onesided bench acc_latency -T
+//!   double` at 8 and 32768 bytes. The pieces per call follow `fi_query_atomic`'s count, which
+//!   tcp;ofi_rxm derives from `FI_OFI_RXM_BUFFER_SIZE`: set it as `onesided run` does
+//!   (`cli/src/launch/tuning.rs`) to measure what its ranks get.
 //!
-//! Criterion reports the mean; after each operation one `raw_floor provider=P op=OP size=8
+//! Criterion reports the mean; after each operation one `raw_floor provider=P op=OP size=BYTES
 //! median_us=X` line gives the median of the single operations' times, the statistic rmaprobe
-//! prints. Every result is checked, so a floor is never measured on operations that did not
-//! land; a failure panics, which ends the benchmark (and kills the target).
+//! prints. Every result is checked (the sums once the operation's timing ends, by reading every
+//! element back), so a floor is never measured on operations that did not land; a failure
+//! panics, which ends the benchmark (and kills the target).
 
 #[cfg(not(have_libfabric))]
 fn main() {
@@ -72,6 +79,11 @@ mod floor {
     const PUT: u64 = 0;
     const CAS: u64 = 64;
     const FADD: u64 = 128;
+    /// Offsets of the one-element sum's f64 and of the vector sum's first f64.
+    const ACC_ONE: u64 = 192;
+    const ACC_MANY: u64 = 4096;
+    /// Elements of the vector sum.
+    const ACC_ELEMS: usize = 4096;
 
     type Result<T> = std::result::Result<T, String>;
 
@@ -256,7 +268,7 @@ mod floor {
         let providers =
             std::env::var("RAW_FLOOR_PROVIDERS").unwrap_or_else(|_| "tcp,shm".to_string());
         println!(
-            "raw_floor libfabric={} target=busy-poll size=8",
+            "raw_floor libfabric={} target=busy-poll",
             onesided_fabric::version()
         );
         for provider in providers
@@ -283,6 +295,12 @@ mod floor {
         cas: Cell<u64>,
         /// The value the fetch-add word holds.
         fadd: Cell<u64>,
+        /// Sums of 1.0 made into the one-element and the vector sum's elements.
+        acc_one: Cell<u64>,
+        acc_many: Cell<u64>,
+        /// The operands (`ACC_ELEMS` times 1.0) and the old values fetched where sums fetch.
+        ones: Vec<u8>,
+        old: RefCell<Vec<u8>>,
     }
 
     impl Link<'_> {
@@ -360,6 +378,48 @@ mod floor {
         }
     }
 
+    impl Link<'_> {
+        /// Add 1.0 to each of the `elems` f64 at `at`, `done` times summed there before.
+        fn acc(&self, at: u64, elems: usize, done: &Cell<u64>) -> Result<()> {
+            let fetch = !self.ep.plain_atomics();
+            let live = self.keep_waiting();
+            let operands = &self.ones[..elems * 8];
+            let t = self
+                .ep
+                .start_atomic_many(
+                    Datatype::F64,
+                    AtomicOp::Sum,
+                    operands,
+                    fetch,
+                    self.at(at),
+                    &live,
+                )
+                .ctx("start_atomic_many")?;
+            let mut old = self.old.borrow_mut();
+            let out = fetch.then(|| &mut old[..elems * 8]);
+            self.ep.finish(t, out, &live).ctx("finish the sum")?;
+            if fetch {
+                let first = f64::from_le_bytes(old[..8].try_into().expect("8 bytes"));
+                check("the sum's fetched value", first as u64, done.get())?;
+            }
+            done.set(done.get() + 1);
+            Ok(())
+        }
+
+        /// Read back the `elems` f64 at `at`: each must be the count of sums made into it.
+        fn check_sums(&self, at: u64, elems: usize, done: &Cell<u64>) -> Result<()> {
+            let mut got = vec![0u8; elems * 8];
+            self.ep
+                .read(&mut got, self.at(at), &self.keep_waiting())
+                .ctx("reading the sums back")?;
+            for v in got.chunks_exact(8) {
+                let v = f64::from_le_bytes(v.try_into().expect("8 bytes"));
+                check("a summed element", v as u64, done.get())?;
+            }
+            Ok(())
+        }
+    }
+
     fn check(op: &str, got: u64, want: u64) -> Result<()> {
         if got == want {
             Ok(())
@@ -400,6 +460,9 @@ mod floor {
         }
     }
 
+    /// One timed operation: issue it, wait for it, check what it returned.
+    type Op<'a> = dyn Fn() -> Result<()> + 'a;
+
     fn measure(c: &mut Criterion, provider: &str) -> Result<()> {
         let mut target = Target::spawn(provider)?;
         let hello = target.line()?;
@@ -425,24 +488,35 @@ mod floor {
                 put: Cell::new(0),
                 cas: Cell::new(0),
                 fadd: Cell::new(0),
+                acc_one: Cell::new(0),
+                acc_many: Cell::new(0),
+                ones: 1f64.to_le_bytes().repeat(ACC_ELEMS),
+                old: RefCell::new(vec![0; ACC_ELEMS * 8]),
             };
-            let ops: [(&str, &dyn Fn() -> Result<()>); 4] = [
-                ("put", &|| link.put()),
-                ("get", &|| link.get()),
-                ("cas", &|| link.cas()),
-                ("fadd", &|| link.fadd()),
+            let many = format!("acc{ACC_ELEMS}");
+            let ops: [(&str, usize, &Op); 6] = [
+                ("put", 8, &|| link.put()),
+                ("get", 8, &|| link.get()),
+                ("cas", 8, &|| link.cas()),
+                ("fadd", 8, &|| link.fadd()),
+                ("acc1", 8, &|| link.acc(ACC_ONE, 1, &link.acc_one)),
+                (&many, ACC_ELEMS * 8, &|| {
+                    link.acc(ACC_MANY, ACC_ELEMS, &link.acc_many)
+                }),
             ];
             let samples = Samples::default();
             let mut group = c.benchmark_group(format!("raw_floor/{provider}"));
-            for (op, run) in ops {
+            for (op, size, run) in ops {
                 let what = format!("{provider} {op}");
                 group.bench_function(op, |b| b.iter_custom(|n| samples.time(n, &what, run)));
                 println!(
-                    "raw_floor provider={provider} op={op} size=8 median_us={:.2}",
+                    "raw_floor provider={provider} op={op} size={size} median_us={:.2}",
                     samples.median_us()
                 );
             }
             group.finish();
+            link.check_sums(ACC_ONE, 1, &link.acc_one)?;
+            link.check_sums(ACC_MANY, ACC_ELEMS, &link.acc_many)?;
         }
         target.finish()
     }
