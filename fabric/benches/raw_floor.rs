@@ -376,9 +376,7 @@ mod floor {
             self.fadd.set(i + 1);
             Ok(())
         }
-    }
 
-    impl Link<'_> {
         /// Add 1.0 to each of the `elems` f64 at `at`, `done` times summed there before.
         fn acc(&self, at: u64, elems: usize, done: &Cell<u64>) -> Result<()> {
             let fetch = !self.ep.plain_atomics();
