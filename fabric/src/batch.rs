@@ -21,10 +21,11 @@
 //! not share: a read into several local buffers loses the single `process_vm_readv` of a read
 //! into one, made in the posting call (8 KiB to 1 MiB gets fell from 2.6–7.5 GB/s to 1.5–2.8).
 
-use crate::endpoint::{Endpoint, Waiting};
+use crate::endpoint::Endpoint;
 use crate::error::FiError;
 use crate::gather::READ_MAX;
 use crate::ops::{Lent, Remote, Way, range};
+use crate::patience::Waiting;
 use crate::runs::batches;
 use crate::sys;
 use crate::track::Slot;

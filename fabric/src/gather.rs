@@ -13,9 +13,10 @@
 //! of its reads share.
 
 use crate::core::Core;
-use crate::endpoint::{Endpoint, Peer, Waiting};
+use crate::endpoint::{Endpoint, Peer};
 use crate::error::FiError;
 use crate::ops::{Remote, invalid};
+use crate::patience::Waiting;
 use crate::stage::Staged;
 use crate::track::Slot;
 use std::cell::RefCell;

@@ -54,6 +54,8 @@ mod info;
 #[cfg(have_libfabric)]
 mod ops;
 #[cfg(have_libfabric)]
+mod patience;
+#[cfg(have_libfabric)]
 mod port;
 #[cfg(have_libfabric)]
 mod region;
@@ -71,13 +73,15 @@ mod track;
 #[cfg(have_libfabric)]
 pub use domain::{AtomicKind, AtomicOp, Datatype, Domain};
 #[cfg(have_libfabric)]
-pub use endpoint::{Endpoint, Idle, Peer, Waiting};
+pub use endpoint::{Endpoint, Idle, Peer};
 #[cfg(have_libfabric)]
 pub use error::FiError;
 #[cfg(have_libfabric)]
 pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, version};
 #[cfg(have_libfabric)]
 pub use ops::Remote;
+#[cfg(have_libfabric)]
+pub use patience::Waiting;
 #[cfg(have_libfabric)]
 pub use region::{Access, Region, RegionKey};
 #[cfg(have_libfabric)]

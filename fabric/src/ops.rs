@@ -9,8 +9,9 @@
 //! `batch.rs`.
 
 use crate::domain::{AtomicOp, Datatype};
-use crate::endpoint::{BOUNCE, Endpoint, Peer, Waiting};
+use crate::endpoint::{BOUNCE, Endpoint, Peer};
 use crate::error::FiError;
+use crate::patience::Waiting;
 use crate::region::{Access, Mr};
 use crate::stage::Staged;
 use crate::sys;

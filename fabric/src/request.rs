@@ -6,10 +6,11 @@
 
 use crate::core::Core;
 use crate::domain::{AtomicKind, AtomicOp, Datatype};
-use crate::endpoint::{Endpoint, Waiting};
+use crate::endpoint::Endpoint;
 use crate::error::FiError;
 use crate::gather::Joint;
 use crate::ops::{Remote, invalid};
+use crate::patience::Waiting;
 use crate::stage::Staged;
 use crate::sys;
 use crate::track::Slot;

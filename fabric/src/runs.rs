@@ -4,9 +4,10 @@
 //! piece of a buffer the endpoint owns, so that a transfer of many small ranges costs a quarter
 //! of the operations (or fewer) that one per range would.
 
-use crate::endpoint::{Endpoint, Waiting};
+use crate::endpoint::Endpoint;
 use crate::error::FiError;
 use crate::ops::{Remote, Way, range};
+use crate::patience::Waiting;
 use crate::request::Ticket;
 use crate::stage::Staged;
 use crate::sys;

@@ -16,19 +16,18 @@
 //! origins. Memory attached to a dynamic window is registered when it is attached and
 //! closed when it is detached; origins learn its key from the owner's attach table.
 
+mod atomics;
 mod key;
 pub(crate) mod prereg;
 mod resources;
 
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Part, Path, Pending,
-    Reach, Space, Transport, locked_accumulate, locked_accumulate_many, signal_and_wait,
-    under_acc_lock,
+    Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Part, Path, Pending, Reach,
+    Space, Transport, locked_accumulate, locked_accumulate_many, signal_and_wait, under_acc_lock,
 };
 use crate::config::FabricConfig;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
-use crate::protocol::reduce::{Elem, Op};
 use crate::wait::Peers;
 use crate::world::Comm;
 use key::FabricKey;
@@ -75,32 +74,6 @@ struct Local<'a> {
     ctrl: fi::Region<'static>,
     data: Option<fi::Region<'a>>,
     key: FabricKey,
-}
-
-fn datatype(e: Elem) -> fi::Datatype {
-    match e {
-        Elem::I32 => fi::Datatype::I32,
-        Elem::U32 => fi::Datatype::U32,
-        Elem::I64 => fi::Datatype::I64,
-        Elem::U64 => fi::Datatype::U64,
-        Elem::F32 => fi::Datatype::F32,
-        Elem::F64 => fi::Datatype::F64,
-    }
-}
-
-/// The libfabric operation of `op`.
-fn atomic_op(op: Op) -> fi::AtomicOp {
-    match op {
-        Op::Sum => fi::AtomicOp::Sum,
-        Op::Prod => fi::AtomicOp::Prod,
-        Op::Min => fi::AtomicOp::Min,
-        Op::Max => fi::AtomicOp::Max,
-        Op::Band => fi::AtomicOp::Band,
-        Op::Bor => fi::AtomicOp::Bor,
-        Op::Bxor => fi::AtomicOp::Bxor,
-        Op::Replace => fi::AtomicOp::Write,
-        Op::NoOp => fi::AtomicOp::Read,
-    }
 }
 
 fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> Result<Local<'a>> {
@@ -319,82 +292,6 @@ impl<'a> FabricTransport<'a> {
         targets.sort_unstable();
         targets.dedup();
         targets
-    }
-
-    /// One element's accumulate on the NIC.
-    fn native(&self, target: usize, space: Space, offset: usize, acc: Accumulate) -> Result<u64> {
-        let size = acc.elem.size();
-        let to = self.at(target, space, offset, size)?;
-        let (dt, live) = (datatype(acc.elem), || self.alive(target));
-        let operand = acc.operand.to_le_bytes();
-        let mut old = [0u8; 8];
-        match acc.op {
-            AccOp::CompareSwap { compare } => {
-                let compare = compare.to_le_bytes();
-                self.res
-                    .ep
-                    .compare_swap(dt, &compare, &operand, &mut old, to, &live)
-            }
-            AccOp::Apply(op) => {
-                let result = &mut old[..];
-                self.res
-                    .ep
-                    .fetch_atomic(dt, atomic_op(op), &operand, result, to, &live)
-            }
-        }
-        .map_err(fi_err)?;
-        Ok(u64::from_le_bytes(old))
-    }
-
-    /// The accumulates of `acc` on the NIC with element counts, all in flight; the old values
-    /// fetched when `fetch` (handed over by `finish`).
-    fn start_native(
-        &self,
-        target: usize,
-        space: Space,
-        offset: usize,
-        acc: AccumulateMany<'_>,
-        fetch: bool,
-    ) -> Result<Pending> {
-        let to = self.at(target, space, offset, acc.operands.len())?;
-        if acc.operands.is_empty() {
-            return Ok(Pending::Done);
-        }
-        let (dt, op) = (datatype(acc.elem), atomic_op(acc.op));
-        let live = || self.alive(target);
-        let ep = &self.res.ep;
-        // Nothing to fetch: the non-fetching form halves the bytes, where the provider allows.
-        let fetch = fetch || !ep.plain_atomics();
-        let t = ep.start_atomic_many(dt, op, acc.operands, fetch, to, &live);
-        Ok(Pending::Fabric(target, t.map_err(fi_err)?))
-    }
-
-    /// How accumulates of `kind` on elements of `elem` at `offset` of `target`'s `space` go:
-    /// as [`NativeOps::path`] says for the pair where the element is aligned in the target's
-    /// memory (the first element decides for its neighbours), else under the target's
-    /// accumulate lock. Every origin decides the same way for an element, so accumulates that
-    /// may meet on it never mix the NIC and the lock.
-    fn path(
-        &self,
-        target: usize,
-        space: Space,
-        offset: usize,
-        elem: Elem,
-        kind: Kind,
-        same_op: bool,
-    ) -> Result<Path> {
-        let t = self.target(target)?;
-        let lead = match space {
-            Space::Attached(e) => e.addr,
-            _ => t.lead,
-        };
-        let aligned = lead
-            .wrapping_add(offset as u64)
-            .is_multiple_of(elem.size() as u64);
-        Ok(match aligned {
-            true => self.caps.native_atomics.path(elem, kind, same_op),
-            false => Path::Locked,
-        })
     }
 }
 

@@ -7,7 +7,8 @@
 //! Per thread, not per process: the endpoint is driven by the thread that owns the windows
 //! (MPI_THREAD_FUNNELED), and the in-process test tier runs one world per thread.
 
-use super::{atomic_op, datatype, fi_err};
+use super::atomics::{atomic_op, datatype};
+use super::fi_err;
 use crate::config::{Atomics, FabricConfig, MrMode, Progress};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::native::{Kind, NativeOps};
