@@ -11,7 +11,7 @@
 //! | `ONESIDED_TRANSPORT` | `auto` (default), `fabric` | shared memory inside a node and the fabric between nodes, or the fabric for every target (one machine then runs the network path) |
 //! | `ONESIDED_FABRIC_PROVIDER`, else `FI_PROVIDER` | a libfabric provider (`tcp`, `shm`, `verbs`, ...) | unset: the first libfabric offers |
 //! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands, with local buffers registered even where the provider does not demand it (to run the strict paths on a lenient provider) |
-//! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software`, `verbs` | NIC atomics for each (type, operation) the provider runs natively, as `accumulate_ops` allows; the emulation for all; or the NIC for only what RDMA verbs runs (64-bit fetch-add, read, compare-and-swap) |
+//! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software`, `verbs`, `served` | NIC atomics for each (type, operation) the provider runs natively, as `accumulate_ops` allows (over tcp;ofi_rxm: `served`); the emulation for all; the NIC for only what RDMA verbs runs (64-bit fetch-add, read, compare-and-swap); or every accumulate served by the target in one message |
 //! | `ONESIDED_FABRIC_PROGRESS` | `wake` (default), `poll` | how the endpoint's progress thread serves this rank's memory while the rank is outside the library: asleep until traffic arrives, in the wait object of a second endpoint that peers on other nodes address, while operations are issued on one without a wait object, which peers on this node address, ringing the process's doorbell (an operation on a computing target: 30-75 us over tcp), or polling one endpoint every millisecond (up to a millisecond; at once when a peer on the node rings the process's doorbell) |
 //! | `ONESIDED_PM` | `onesided`, `pmix`, `pmi`, `singleton` | the process manager; unset: detected (see [`ProcessManager`]) |
 //! | `ONESIDED_FAILURE_TIMEOUT` | seconds, 1 to 3600 (default 10) | how long a rank on another node may be silent (its host gone without closing its connections) before waits on it end with MPI_ERR_PROC_FAILED; a process that dies is noticed at once |
@@ -107,7 +107,9 @@ impl Named for MrMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum Atomics {
     /// On the NIC for each (element type, operation) the provider runs natively, as the
-    /// window's `accumulate_ops` allows (`crate::protocol::native`).
+    /// window's `accumulate_ops` allows (`crate::protocol::native`); over tcp;ofi_rxm, whose
+    /// atomics the target applies in software one element at a time, served by the target
+    /// as [`Atomics::Served`] says.
     #[default]
     Auto,
     /// Every accumulate through the software emulation.
@@ -116,6 +118,10 @@ pub enum Atomics {
     /// read, compare-and-swap) where the provider runs it, the rest emulated: a provider that
     /// runs everything then takes the paths it would take on InfiniBand.
     Verbs,
+    /// Every accumulate served by the target: the operands sent in a message, applied under
+    /// the target's lock as one run, the old values answered (`transport/fabric/served.rs`).
+    /// Not where the provider demands registered local buffers (`FI_MR_LOCAL`).
+    Served,
 }
 
 impl Named for Atomics {
@@ -123,6 +129,7 @@ impl Named for Atomics {
         ("auto", Atomics::Auto),
         ("software", Atomics::Software),
         ("verbs", Atomics::Verbs),
+        ("served", Atomics::Served),
     ];
 }
 

@@ -10,9 +10,10 @@
 //!
 //! A scenario is a `fn(&World, Flavor) -> Result<(), String>` that uses only the public API, so
 //! the same scenarios run over every transport of [`OVERS`]: shared memory, and the fabric
-//! forced for every target over libfabric's tcp provider (with the provider's MR mode and native
-//! atomics; and with the verbs provider's MR mode and emulated accumulates), and over its shm
-//! provider. Trial names start with the transport.
+//! forced for every target over libfabric's tcp provider (with the provider's MR mode and
+//! accumulates served by the target; and with the verbs provider's MR mode, the NIC's 64-bit
+//! atomics and emulated accumulates), and over its shm provider (its native atomics; and
+//! accumulates served by the target). Trial names start with the transport.
 
 #[macro_use]
 #[path = "ranks/util.rs"]
@@ -143,6 +144,18 @@ static OVERS: &[Over] = &[
             ("FI_PROVIDER", "shm"),
             ("ONESIDED_MR_MODE", "provider"),
             ("ONESIDED_FABRIC_ATOMICS", "auto"),
+        ],
+        fabric: true,
+    },
+    // Every accumulate served by its target over the shm provider too (over tcp, `auto`
+    // serves them).
+    Over {
+        name: "fabric_shm_served",
+        env: &[
+            ("ONESIDED_TRANSPORT", "fabric"),
+            ("FI_PROVIDER", "shm"),
+            ("ONESIDED_MR_MODE", "provider"),
+            ("ONESIDED_FABRIC_ATOMICS", "served"),
         ],
         fabric: true,
     },

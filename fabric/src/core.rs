@@ -4,6 +4,8 @@
 use crate::domain::Domain;
 use crate::doorbell::{Doorbell, KNOCK_EVERY, Knocker, readable};
 use crate::error::FiError;
+use crate::info::MrMode;
+use crate::mail::{Mail, RECEIVE};
 use crate::port::Port;
 use crate::region::Registered;
 use crate::stage::{Pool, Staged};
@@ -12,7 +14,7 @@ use crate::sys;
 use crate::track::{Context, Track};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long the progress thread blocks in one wait on the serving queue (a `poll` of its file
@@ -78,6 +80,8 @@ pub(crate) struct Core {
     /// Some peer addresses the serving port: one on another node, or another thread's world in
     /// this process ([`crate::Endpoint::set_far`]).
     pub(crate) far: AtomicBool,
+    /// The calls peers make and this endpoint makes, once it serves them (`mail.rs`).
+    pub(crate) mail: OnceLock<Mail>,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.
@@ -190,6 +194,11 @@ impl Core {
         &self.domain
     }
 
+    /// Whether peers address registered memory by virtual address (else by offset).
+    pub(crate) fn virt_addr(&self) -> bool {
+        self.domain.provider().mr_mode().contains(MrMode::VIRT_ADDR)
+    }
+
     /// The endpoint operations are issued on.
     pub(crate) fn ep(&self) -> *mut sys::fid_ep {
         self.out.ep
@@ -261,6 +270,9 @@ impl Core {
 
     /// Progress the issuing port and settle the operations whose completions it gives.
     fn poll_issuing(&self) {
+        if let Some(mail) = self.mail.get() {
+            mail.retry(self);
+        }
         let mut entries = [sys::fi_cq_entry::default(); BATCH];
         // SAFETY: the queue is open; `entries` has room for BATCH FI_CQ_FORMAT_CONTEXT entries.
         let ret = unsafe { sys::fi_cq_read(self.out.cq, entries.as_mut_ptr().cast(), BATCH) };
@@ -276,10 +288,31 @@ impl Core {
         let mut entries = [sys::fi_cq_entry::default(); BATCH];
         // SAFETY: the queue is open; `entries` has room for BATCH FI_CQ_FORMAT_CONTEXT entries.
         let ret = unsafe { sys::fi_cq_read(serve.cq, entries.as_mut_ptr().cast(), BATCH) };
+        self.served(serve, ret, &entries);
+    }
+
+    /// Handle what one read of the serving queue returned: `ret` entries, or an error entry
+    /// waiting (receives only: nothing is issued on that port).
+    fn served(&self, serve: &Port, ret: isize, entries: &[sys::fi_cq_entry]) {
         if ret == -(sys::FI_EAVAIL as isize) {
             let mut err = sys::fi_cq_err_entry::default();
             // SAFETY: the queue is open; `err` is a valid out-parameter with no provider buffer.
-            unsafe { sys::fi_cq_readerr(serve.cq, &mut err, 0) };
+            if unsafe { sys::fi_cq_readerr(serve.cq, &mut err, 0) } > 0 {
+                self.receive(err.op_context as Context, true);
+            }
+            return;
+        }
+        let n = usize::try_from(ret).unwrap_or(0).min(entries.len());
+        for e in &entries[..n] {
+            self.receive(e.op_context as Context, false);
+        }
+    }
+
+    /// Hand a receive's completion (`failed`: with an error) to the calls; anything else
+    /// (nothing else completes on the serving port) is ignored.
+    fn receive(&self, ctx: Context, failed: bool) {
+        if let Some(mail) = self.mail.get().filter(|_| ctx & RECEIVE != 0) {
+            mail.received(self, ctx, failed);
         }
     }
 
@@ -298,7 +331,7 @@ impl Core {
         }
         let mut entries = [sys::fi_cq_entry::default(); BATCH];
         // SAFETY: as in `poll`; the condition argument may be NULL.
-        unsafe {
+        let ret = unsafe {
             sys::fi_cq_sread(
                 serve.cq,
                 entries.as_mut_ptr().cast(),
@@ -307,6 +340,7 @@ impl Core {
                 PROGRESS_WAIT_MS,
             )
         };
+        self.served(serve, ret, &entries);
         self.poll_all();
     }
 
@@ -331,13 +365,22 @@ impl Core {
         let Ok(n) = usize::try_from(ret) else {
             return;
         };
+        let entries = &entries[..n.min(entries.len())];
         let mut track = self.track();
-        let freed: Vec<Staged> = entries[..n.min(entries.len())]
+        let freed: Vec<Staged> = entries
             .iter()
-            .filter_map(|e| track.settle(e.op_context as Context, None))
+            .map(|e| e.op_context as Context)
+            .filter(|&ctx| ctx & RECEIVE == 0)
+            .filter_map(|ctx| track.settle(ctx, None))
             .collect();
         drop(track);
         drop(freed);
+        for e in entries
+            .iter()
+            .filter(|e| e.op_context as Context & RECEIVE != 0)
+        {
+            self.receive(e.op_context as Context, false);
+        }
     }
 
     fn read_error(&self) {
@@ -345,6 +388,10 @@ impl Core {
         // SAFETY: the queue is open; `err` is a valid out-parameter with no provider buffer.
         let ret = unsafe { sys::fi_cq_readerr(self.out.cq, &mut err, 0) };
         if ret <= 0 {
+            return;
+        }
+        if err.op_context as Context & RECEIVE != 0 {
+            self.receive(err.op_context as Context, true);
             return;
         }
         let mut buf = [0 as libc::c_char; 256];

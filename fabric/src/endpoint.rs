@@ -20,7 +20,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -109,6 +109,7 @@ impl Endpoint {
             crowded: AtomicBool::new(false),
             near: AtomicBool::new(false),
             far: AtomicBool::new(false),
+            mail: OnceLock::new(),
         };
         let core = Arc::new(core);
         let p = domain.provider();

@@ -130,7 +130,7 @@ fn getinfo(req: &Request, rma_atomic: bool) -> Result<InfoList, FiError> {
     unsafe {
         let h = &mut *hints.0;
         if rma_atomic {
-            h.caps = (sys::FI_RMA | sys::FI_ATOMIC) as u64;
+            h.caps = (sys::FI_RMA | sys::FI_ATOMIC | sys::FI_MSG) as u64;
             (*h.tx_attr).op_flags = if req.delivery_complete {
                 sys::FI_DELIVERY_COMPLETE as u64
             } else {

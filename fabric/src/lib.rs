@@ -23,6 +23,10 @@
 //! `FI_DELIVERY_COMPLETE` where the provider offers it, [`Endpoint::flush`] waits for one peer's
 //! operations, and a read or an atomic waits for its own completion only.
 //!
+//! Calls: an endpoint that serves them ([`Endpoint::serve_calls`]) answers a peer's
+//! [`Endpoint::call`] through its [`Serve`], which reaches the memory registered for peers
+//! ([`Memory`]): work the target does on its own memory in one message each way.
+//!
 //! Built only when libfabric was found (cfg `have_libfabric`); see `build.rs`. On docs.rs, which
 //! has no libfabric, the bindings checked in under `docsrs/` stand in, so this documentation is
 //! the full API (`ONESIDED_WRITE_DOCSRS_BINDINGS=1 cargo build -p onesided-fabric` regenerates
@@ -38,6 +42,8 @@ mod sys;
 #[cfg(have_libfabric)]
 mod batch;
 #[cfg(have_libfabric)]
+mod calls;
+#[cfg(have_libfabric)]
 mod core;
 #[cfg(have_libfabric)]
 mod domain;
@@ -51,6 +57,8 @@ mod error;
 mod gather;
 #[cfg(have_libfabric)]
 mod info;
+#[cfg(have_libfabric)]
+mod mail;
 #[cfg(have_libfabric)]
 mod ops;
 #[cfg(have_libfabric)]
@@ -78,6 +86,8 @@ pub use endpoint::{Endpoint, Idle, Peer};
 pub use error::FiError;
 #[cfg(have_libfabric)]
 pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, version};
+#[cfg(have_libfabric)]
+pub use mail::{BODY_MAX as CALL_MAX, Memory, Serve};
 #[cfg(have_libfabric)]
 pub use ops::Remote;
 #[cfg(have_libfabric)]

@@ -12,6 +12,7 @@ pub mod native;
 pub mod passive;
 pub mod pscw;
 pub mod reduce;
+pub mod served;
 
 use crate::error::{Error, ErrorClass};
 

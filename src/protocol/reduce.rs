@@ -161,6 +161,54 @@ pub fn combine(elem: Elem, op: Op, old: u64, operand: u64) -> u64 {
     }
 }
 
+/// Apply `op` to every element of `target` with the operand at the same place of `operands`
+/// (little-endian elements of `elem`, as many as both hold), as [`combine`] does one by one:
+/// the operation is chosen once for the whole run, so that a long accumulate is a plain loop.
+pub fn combine_all(elem: Elem, op: Op, target: &mut [u8], operands: &[u8]) {
+    macro_rules! run {
+        ($t:ty, $f:expr) => {{
+            const N: usize = size_of::<$t>();
+            let f = $f;
+            for (t, o) in target.chunks_exact_mut(N).zip(operands.chunks_exact(N)) {
+                let a = <$t>::from_le_bytes(t.try_into().expect("N bytes"));
+                let b = <$t>::from_le_bytes(o.try_into().expect("N bytes"));
+                let v: $t = f(a, b);
+                t.copy_from_slice(&v.to_le_bytes());
+            }
+        }};
+    }
+    macro_rules! arith {
+        ($t:ty) => {
+            match op {
+                Op::Sum => run!($t, |a: $t, b: $t| sum(a, b)),
+                Op::Prod => run!($t, |a: $t, b: $t| prod(a, b)),
+                Op::Min => run!($t, |a: $t, b: $t| if b < a { b } else { a }),
+                Op::Max => run!($t, |a: $t, b: $t| if b > a { b } else { a }),
+                Op::Replace => run!($t, |_: $t, b: $t| b),
+                Op::NoOp | Op::Band | Op::Bor | Op::Bxor => {}
+            }
+        };
+    }
+    macro_rules! integer {
+        ($t:ty) => {
+            match op {
+                Op::Band => run!($t, |a: $t, b: $t| a & b),
+                Op::Bor => run!($t, |a: $t, b: $t| a | b),
+                Op::Bxor => run!($t, |a: $t, b: $t| a ^ b),
+                _ => arith!($t),
+            }
+        };
+    }
+    match elem {
+        Elem::I32 => integer!(i32),
+        Elem::U32 => integer!(u32),
+        Elem::I64 => integer!(i64),
+        Elem::U64 => integer!(u64),
+        Elem::F32 => arith!(f32),
+        Elem::F64 => arith!(f64),
+    }
+}
+
 /// Wrapping addition for integers, IEEE addition for floats.
 trait Arith: Copy {
     fn add(self, o: Self) -> Self;
@@ -224,6 +272,42 @@ mod tests {
         assert_eq!(combine(Elem::F64, Op::Min, f(1.5), f(-2.0)), f(-2.0));
         let g = |v: f32| v.to_bits() as u64;
         assert_eq!(combine(Elem::F32, Op::Prod, g(1.5), g(4.0)), g(6.0));
+    }
+
+    #[test]
+    fn combining_a_run_agrees_with_combining_each_element() {
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for elem in Elem::ALL {
+            let size = elem.size();
+            for op in Op::ALL.into_iter().filter(|op| op.applies(elem)) {
+                let bytes = |v: &mut dyn FnMut() -> u64| -> Vec<u8> {
+                    (0..9)
+                        .flat_map(|_| v().to_le_bytes()[..size].to_vec())
+                        .collect()
+                };
+                let (mut target, operands) = (bytes(&mut next), bytes(&mut next));
+                let low = |b: &[u8]| {
+                    let mut w = [0u8; 8];
+                    w[..size].copy_from_slice(b);
+                    u64::from_le_bytes(w)
+                };
+                let expected: Vec<u8> = target
+                    .chunks_exact(size)
+                    .zip(operands.chunks_exact(size))
+                    .flat_map(|(t, o)| {
+                        combine(elem, op, low(t), low(o)).to_le_bytes()[..size].to_vec()
+                    })
+                    .collect();
+                combine_all(elem, op, &mut target, &operands);
+                assert_eq!(target, expected, "{elem:?} {op:?}");
+            }
+        }
     }
 
     #[test]

@@ -116,6 +116,18 @@ impl AccumulateMany<'_> {
         self.operands.len() / self.elem.size()
     }
 
+    /// Bytes of operands to apply per hold of the target's lock: the granularity rounded up to
+    /// whole elements (`max` where it is 0), at most `max` rounded down to whole elements, at
+    /// least one element.
+    pub fn piece(&self, max: usize) -> usize {
+        let size = self.elem.size();
+        let p = match self.granularity {
+            0 => max,
+            g => (g.div_ceil(size) * size).min(max),
+        };
+        (p / size * size).max(size)
+    }
+
     /// Whether the operands are whole elements and `fetched`, when given, is as long as them
     /// (MPI_ERR_COUNT otherwise): transports check before anything moves.
     pub fn check(&self, fetched: Option<&[u8]>) -> Result<()> {
@@ -490,11 +502,7 @@ pub(crate) fn locked_accumulate_many(
     mut fetched: Option<&mut [u8]>,
 ) -> Result<()> {
     let (size, len) = (acc.elem.size(), acc.operands.len());
-    let chunk = match acc.granularity {
-        0 => len,
-        g => g.div_ceil(size) * size,
-    }
-    .max(size);
+    let chunk = acc.piece(len);
     for start in (0..len).step_by(chunk) {
         let end = (start + chunk).min(len);
         let part = AccumulateMany {
@@ -511,4 +519,24 @@ pub(crate) fn locked_accumulate_many(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_are_whole_elements_within_the_granularity_and_the_limit() {
+        let acc = |granularity| AccumulateMany {
+            elem: Elem::F64,
+            op: Op::Sum,
+            operands: &[],
+            granularity,
+            same_op: false,
+        };
+        assert_eq!(acc(0).piece(100), 96, "the limit, in whole elements");
+        assert_eq!(acc(20).piece(100), 24, "the granularity, rounded up");
+        assert_eq!(acc(1000).piece(100), 96);
+        assert_eq!(acc(0).piece(3), 8, "at least one element");
+    }
 }

@@ -19,6 +19,8 @@ pub(super) struct FabricKey {
     pub(super) lead: u64,
     /// The accumulates this rank's provider runs natively (`NativeOps::bits`).
     pub(super) native: u64,
+    /// This rank serves accumulates (`served.rs`): every rank must, or none.
+    pub(super) served: bool,
 }
 
 fn enc_region(e: Enc, k: &fi::RegionKey) -> Enc {
@@ -41,6 +43,7 @@ impl FabricKey {
             .u64(self.len as u64)
             .u64(self.lead)
             .u64(self.native)
+            .u64(self.served as u64)
             .finish()
     }
 
@@ -54,6 +57,7 @@ impl FabricKey {
             len: d.usize()?,
             lead: d.u64()?,
             native: d.u64()?,
+            served: d.u64()? != 0,
         })
     }
 }

@@ -20,6 +20,7 @@ mod atomics;
 mod key;
 pub(crate) mod prereg;
 mod resources;
+mod served;
 
 use super::{
     Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Part, Path, Pending, Reach,
@@ -102,6 +103,7 @@ fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> R
         len,
         lead,
         native: res.native.bits(),
+        served: res.served,
     };
     Ok(Local {
         res,
@@ -121,6 +123,8 @@ pub struct FabricTransport<'a> {
     /// Calls of `progress` so far, and whether a peer was stopped when it last looked.
     progress_calls: Cell<u32>,
     stopped: Cell<bool>,
+    /// This rank in the world, as the targets of its calls know it (`served.rs`).
+    world_rank: u32,
     _ctrl: fi::Region<'static>,
     _data: Option<fi::Region<'a>>,
     /// Memory attached to the dynamic window, registered.
@@ -154,6 +158,17 @@ impl<'a> FabricTransport<'a> {
         let keys = comm.agree_gather("opening the fabric", key.as_deref().map_err(|e| *e));
         let local = opened?;
         let keys = keys?;
+        let decoded = keys.iter().map(|k| FabricKey::decode(k).map(|k| k.served));
+        if decoded
+            .collect::<Result<Vec<bool>>>()?
+            .contains(&!local.res.served)
+        {
+            return Err(Error::new(
+                ErrorClass::Other,
+                "some ranks serve accumulates at the target and some do not \
+                 (ONESIDED_FABRIC_ATOMICS, or providers that differ between nodes)",
+            ));
+        }
         let mut native = NativeOps::ALL;
         let targets = keys
             .iter()
@@ -181,6 +196,7 @@ impl<'a> FabricTransport<'a> {
                     false => &k.name,
                 };
                 let peer = ep.insert(name).map_err(fi_err)?;
+                ep.know_rank(comm.world_rank(r)? as u32, peer);
                 match pid {
                     Some(pid) => ep.set_pid(peer, pid),
                     None if r != comm.rank() => ep.set_far(),
@@ -214,6 +230,7 @@ impl<'a> FabricTransport<'a> {
             peers,
             progress_calls: Cell::new(0),
             stopped: Cell::new(false),
+            world_rank: comm.world_rank(comm.rank())? as u32,
             res: local.res,
             _ctrl: local.ctrl,
             _data: local.data,
@@ -356,6 +373,9 @@ impl Transport for FabricTransport<'_> {
         offset: usize,
         acc: Accumulate,
     ) -> Result<u64> {
+        if self.res.served {
+            return self.served_one(target, space, offset, acc);
+        }
         let watch = || self.peers.all_alive();
         match self.path(target, space, offset, acc.elem, acc.op.kind(), acc.same_op)? {
             Path::Native => self.native(target, space, offset, acc),
@@ -528,6 +548,10 @@ impl Transport for FabricTransport<'_> {
         fetched: Option<&mut [u8]>,
     ) -> Result<Pending> {
         acc.check(fetched.as_deref())?;
+        if self.res.served {
+            self.served_many(target, space, offset, acc, fetched)?;
+            return Ok(Pending::Done);
+        }
         let watch = || self.peers.all_alive();
         let kind = Kind::Apply(acc.op);
         match self.path(target, space, offset, acc.elem, kind, acc.same_op)? {

@@ -9,6 +9,7 @@
 
 use super::atomics::{atomic_op, datatype};
 use super::fi_err;
+use super::served::Server;
 use crate::config::{Atomics, FabricConfig, MrMode, Progress};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::native::{Kind, NativeOps};
@@ -24,6 +25,8 @@ pub(crate) struct Resources {
     pub(crate) ep: fi::Endpoint,
     /// The accumulates this provider runs natively, as the configuration allows.
     pub(crate) native: NativeOps,
+    /// Every accumulate is served by its target (`served.rs`).
+    pub(crate) served: bool,
 }
 
 thread_local! {
@@ -47,17 +50,29 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
         if crate::wait::crowded() {
             ep.set_crowded();
         }
+        let served = match config.atomics {
+            Atomics::Served => true,
+            Atomics::Auto => serves_better(&ep),
+            Atomics::Software | Atomics::Verbs => false,
+        };
+        if served {
+            ep.serve_calls(Arc::new(Server::default()))
+                .map_err(|e| Error::new(ErrorClass::Other, format!("served accumulates: {e}")))?;
+        }
         let native = match config.atomics {
-            Atomics::Software => NativeOps::NONE,
+            _ if served => NativeOps::NONE,
+            Atomics::Software | Atomics::Served => NativeOps::NONE,
             Atomics::Auto => native_ops(&ep),
             Atomics::Verbs => native_ops(&ep).and(NativeOps::verbs()),
         };
         tracing::debug!(
             %native,
             atomics = ?config.atomics,
-            "accumulates that run on the NIC (the others are emulated under a lock)"
+            served,
+            "accumulates that run on the NIC (the others are served by the target, or emulated \
+             under a lock)"
         );
-        let r = Rc::new(Resources { ep, native });
+        let r = Rc::new(Resources { ep, native, served });
         open.push((config.clone(), Rc::downgrade(&r)));
         Ok(r)
     })
@@ -101,6 +116,16 @@ fn open_domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
         "opening the libfabric domain"
     );
     fi::Domain::open(provider).map_err(fi_err)
+}
+
+/// Whether accumulates served by the target beat the provider's own atomics on `ep`, which
+/// `auto` then serves: over tcp;ofi_rxm, whose atomics the target applies in software one
+/// element at a time, one element cost about the same either way and 4096 doubles half as
+/// much served (`docs/transports.md`, "Accumulates served by the target"). Not where the
+/// provider demands registered local buffers, which calls do not use.
+fn serves_better(ep: &fi::Endpoint) -> bool {
+    let name = ep.domain().provider().name();
+    name.split(';').next() == Some("tcp") && !ep.local_mr()
 }
 
 /// The (element type, operation) pairs `ep`'s provider runs natively: fetching, and not

@@ -1,0 +1,384 @@
+//! Calls between endpoints: an origin sends a message naming work its peer does on its own
+//! memory, and the peer answers with one message (the main crate's served accumulates: the
+//! target applies them under its own lock, where a provider's atomics would apply each element
+//! on its own).
+//!
+//! Every port peers address holds [`SLOTS`] posted receives of one [`SLOT`] each, whose
+//! contexts carry [`RECEIVE`] (no operation's context does: `track::Context`). Whichever thread
+//! reads a receive's completion, the progress thread included, copies the message out, posts
+//! the receive again and handles it: a request goes to the endpoint's [`Serve`], whose answer
+//! goes back to the rank that asked (known by its rank: [`crate::Endpoint::know_rank`]); an
+//! answer goes to the call waiting for it, or nowhere if that call gave up. An answer or a
+//! receive the provider refuses for now (`FI_EAGAIN`) waits for the next poll; a request is
+//! posted by its caller, who polls meanwhile, with a slot that tells it if the send fails.
+
+use crate::core::Core;
+use crate::endpoint::Peer;
+use crate::error::{FiError, check};
+use crate::stage::Staged;
+use crate::sys;
+use crate::track::{Context, Slot};
+use onesided_shm::Mem;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Most bytes of a call's body: 32 KiB of operands and their header, which rxm's buffers as
+/// `onesided run` sizes them (`FI_OFI_RXM_BUFFER_SIZE`) carry in one piece.
+pub const BODY_MAX: usize = (32 << 10) + 64;
+/// Kind, sender's rank, call number, body length.
+const ENVELOPE: usize = 24;
+/// Bytes of one posted receive.
+const SLOT: usize = ENVELOPE + BODY_MAX;
+/// Receives posted per port.
+const SLOTS: usize = 8;
+/// The flag of a receive's context.
+pub(crate) const RECEIVE: Context = 1 << 63;
+/// The flag of a receive posted on the serving port (else on the issuing one).
+const SERVING: Context = 1 << 62;
+
+const REQUEST: u32 = 1;
+const ANSWER: u32 = 2;
+
+/// What an endpoint does with the calls its peers make.
+pub trait Serve: Send + Sync {
+    /// Append the answer to `request` (the body of a peer's [`crate::Endpoint::call`]) to
+    /// `answer`; `memory` reaches the memory this endpoint has registered for peers.
+    fn serve(&self, request: &[u8], memory: &Memory<'_>, answer: &mut Vec<u8>);
+}
+
+/// The memory an endpoint has registered for its peers, as a call's handler reaches it.
+pub struct Memory<'a> {
+    core: &'a Core,
+}
+
+impl Memory<'_> {
+    /// Hand `f` a copy of the `len` bytes at `addr` of the region peers reach with `key`
+    /// (addressed as their RMA addresses it), then write back what `f` left there. False, and
+    /// nothing touched, where no region registered for peers holds that whole range.
+    pub fn update(&self, key: u64, addr: u64, len: usize, f: impl FnOnce(&mut [u8])) -> bool {
+        let virt = self.core.virt_addr();
+        self.core.registered().update(key, addr, len, virt, f)
+    }
+}
+
+/// Posted receives of one port.
+struct Inbox {
+    ep: *mut sys::fid_ep,
+    mem: Mem<'static>,
+    flag: Context,
+}
+
+/// The calls of an endpoint, once it serves them ([`crate::Endpoint::serve_calls`]).
+pub(crate) struct Mail {
+    serve: Arc<dyn Serve>,
+    /// Messages up to this many bytes are injected: no buffer kept, no completion.
+    inject: usize,
+    inboxes: Vec<Inbox>,
+    /// The peer of each rank, for answers.
+    ranks: Mutex<Vec<Option<Peer>>>,
+    /// Calls waiting for their answer, by number (a few: a call blocks its thread), and how
+    /// many answers have come, so that a waiting call looks at them only when one did.
+    answers: Mutex<Vec<(u64, Option<Vec<u8>>)>>,
+    arrived: AtomicU64,
+    next: AtomicU64,
+    /// Messages and receives the provider refused for now, and whether there are any.
+    outbox: Mutex<VecDeque<(Peer, Vec<u8>)>>,
+    unposted: Mutex<Vec<Context>>,
+    backlog: AtomicBool,
+}
+
+/// The guard of `m`, also after a panic of another thread holding it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Mail {
+    /// Receives posted on every port of `core` that peers address, served by `serve`.
+    pub(crate) fn open(core: &Core, serve: Arc<dyn Serve>, inject: usize) -> Result<Mail, FiError> {
+        let mut ports = vec![(core.out.ep, 0)];
+        if let Some(s) = &core.serve {
+            ports.push((s.ep, SERVING));
+        }
+        let inboxes = ports
+            .into_iter()
+            .map(|(ep, flag)| {
+                let mem = Mem::alloc(SLOT * SLOTS, 64)
+                    .ok_or_else(|| FiError::new("receive buffers", -(libc::ENOMEM as i64)))?;
+                Ok(Inbox { ep, mem, flag })
+            })
+            .collect::<Result<Vec<_>, FiError>>()?;
+        let mail = Mail {
+            serve,
+            inject,
+            inboxes,
+            ranks: Mutex::default(),
+            answers: Mutex::default(),
+            arrived: AtomicU64::new(0),
+            next: AtomicU64::new(1),
+            outbox: Mutex::default(),
+            unposted: Mutex::default(),
+            backlog: AtomicBool::new(false),
+        };
+        for (i, inbox) in mail.inboxes.iter().enumerate() {
+            for slot in 0..SLOTS {
+                let ctx = RECEIVE | inbox.flag | (i * SLOTS + slot) as Context;
+                if !mail.post(ctx)? {
+                    mail.later(|m| lock(&m.unposted).push(ctx));
+                }
+            }
+        }
+        Ok(mail)
+    }
+
+    /// Post the receive of `ctx`; false where the provider refuses it for now.
+    fn post(&self, ctx: Context) -> Result<bool, FiError> {
+        let index = (ctx & 0xffff_ffff) as usize;
+        let inbox = &self.inboxes[index / SLOTS];
+        let buf = inbox.mem.addr() + (index % SLOTS) * SLOT;
+        // SAFETY: the endpoint is open while its core is; the buffer lies in `inbox.mem`, which
+        // the core frees only after closing its ports (so after the provider lets go of it).
+        let ret = unsafe {
+            sys::fi_recv(
+                inbox.ep,
+                buf as *mut libc::c_void,
+                SLOT,
+                std::ptr::null_mut(),
+                u64::MAX,
+                ctx as *mut libc::c_void,
+            )
+        };
+        if ret == -(sys::FI_EAGAIN as isize) {
+            return Ok(false);
+        }
+        check("fi_recv", ret as i64).map(|_| true)
+    }
+
+    /// Note something for the next poll to retry.
+    fn later(&self, note: impl FnOnce(&Mail)) {
+        note(self);
+        self.backlog.store(true, Ordering::Release);
+    }
+
+    /// Note that `rank` is `peer`.
+    pub(crate) fn know(&self, rank: u32, peer: Peer) {
+        let mut ranks = lock(&self.ranks);
+        let i = rank as usize;
+        if ranks.len() <= i {
+            ranks.resize(i + 1, None);
+        }
+        ranks[i] = Some(peer);
+    }
+
+    /// A new call's number, waited for by [`Mail::answer`].
+    pub(crate) fn open_call(&self) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.answers).push((id, None));
+        id
+    }
+
+    /// How many answers have come so far.
+    pub(crate) fn arrived(&self) -> u64 {
+        self.arrived.load(Ordering::Acquire)
+    }
+
+    /// The answer to call `id` once it came (the call is over then).
+    pub(crate) fn answer(&self, id: u64) -> Option<Vec<u8>> {
+        let mut answers = lock(&self.answers);
+        let i = answers.iter().position(|(c, a)| *c == id && a.is_some())?;
+        answers.swap_remove(i).1
+    }
+
+    /// Nobody waits for call `id` any more: its answer, if it comes, is dropped.
+    pub(crate) fn give_up(&self, id: u64) {
+        lock(&self.answers).retain(|(c, _)| *c != id);
+    }
+
+    /// Post a request of call `id` from rank `from` to `peer`: injected where it is small, else
+    /// with a slot of its own to learn whether it failed (`Some(None)` and `Some(Some(slot))`);
+    /// `None` where the provider refuses it for now.
+    pub(crate) fn request(
+        &self,
+        core: &Core,
+        peer: Peer,
+        from: u32,
+        id: u64,
+        body: &[&[u8]],
+    ) -> Result<Option<Option<Slot>>, FiError> {
+        self.post_send(core, peer, &message(REQUEST, from, id, body), true)
+    }
+
+    /// Send an answer to `peer`: left to settle on its own, and when the provider refuses it
+    /// for now, kept for the next poll.
+    fn answer_to(&self, core: &Core, peer: Peer, msg: Vec<u8>) {
+        match self.post_send(core, peer, &msg, false) {
+            Ok(Some(_)) => {}
+            Ok(None) => self.later(|m| lock(&m.outbox).push_back((peer, msg))),
+            // The peer is gone (its call with it), or the provider failed: nothing waits here
+            // that could be told.
+            Err(_) => {}
+        }
+    }
+
+    /// Post `msg` to `peer`: injected up to the inject size, else from a buffer the endpoint
+    /// owns until the send settles (counted for the peer's flush), with `slot` in a slot of its
+    /// own (returned), else settling alone. `None` where the provider refuses it for now.
+    fn post_send(
+        &self,
+        core: &Core,
+        peer: Peer,
+        msg: &[u8],
+        slot: bool,
+    ) -> Result<Option<Option<Slot>>, FiError> {
+        if msg.len() <= self.inject {
+            // SAFETY: the endpoint is open; the provider copies `msg` before it returns.
+            let ret =
+                unsafe { sys::fi_inject(core.ep(), msg.as_ptr().cast(), msg.len(), peer.addr) };
+            if ret == -(sys::FI_EAGAIN as isize) {
+                return Ok(None);
+            }
+            return check("fi_inject", ret as i64).map(|_| Some(None));
+        }
+        let staged = Staged::new(core, msg.len(), false)?;
+        staged.write(0, msg)?;
+        let addr = staged.mem().addr();
+        let (ctx, own) = core.track().issue(peer.index, true, Some(staged));
+        // SAFETY: the endpoint is open; the buffer is kept by the operation's slot until the
+        // operation settles.
+        let ret = unsafe {
+            sys::fi_send(
+                core.ep(),
+                addr as *const libc::c_void,
+                msg.len(),
+                std::ptr::null_mut(),
+                peer.addr,
+                ctx as *mut libc::c_void,
+            )
+        };
+        if ret != 0 {
+            let kept = core.track().withdraw(ctx);
+            drop(kept);
+            if ret == -(sys::FI_EAGAIN as isize) {
+                return Ok(None);
+            }
+            return check("fi_send", ret as i64).map(|_| None);
+        }
+        match (slot, own) {
+            (false, Some(own)) => {
+                let kept = core.track().abandon(own);
+                drop(kept);
+                Ok(Some(None))
+            }
+            (_, own) => Ok(Some(own)),
+        }
+    }
+
+    /// Retry what the provider refused before, if anything.
+    pub(crate) fn retry(&self, core: &Core) {
+        if !self.backlog.load(Ordering::Acquire) || !self.backlog.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let unposted = std::mem::take(&mut *lock(&self.unposted));
+        for ctx in unposted {
+            if !matches!(self.post(ctx), Ok(true)) {
+                self.later(|m| lock(&m.unposted).push(ctx));
+            }
+        }
+        let waiting = std::mem::take(&mut *lock(&self.outbox));
+        for (peer, msg) in waiting {
+            self.answer_to(core, peer, msg);
+        }
+    }
+
+    /// The receive of `ctx` completed (`failed`: with an error): handle its message, and post
+    /// the receive again.
+    pub(crate) fn received(&self, core: &Core, ctx: Context, failed: bool) {
+        let index = (ctx & 0xffff_ffff) as usize;
+        let Some(inbox) = self.inboxes.get(index / SLOTS) else {
+            return;
+        };
+        let at = (index % SLOTS) * SLOT;
+        let mut head = [0u8; ENVELOPE];
+        // Small requests are read onto the stack; answers go to their caller as they are.
+        let mut small = [0u8; SMALL];
+        let mut large = Vec::new();
+        let read = !failed && inbox.mem.read(at, &mut head).is_ok();
+        let (kind, from, id, len) = envelope_of(&head);
+        let body: &mut [u8] = match len.min(BODY_MAX) {
+            n if n <= SMALL && kind == REQUEST => &mut small[..n],
+            n => {
+                large.resize(n, 0);
+                &mut large
+            }
+        };
+        let read = read && inbox.mem.read(at + ENVELOPE, body).is_ok();
+        if !matches!(self.post(ctx), Ok(true)) {
+            self.later(|m| lock(&m.unposted).push(ctx));
+        }
+        match kind {
+            REQUEST if read => {
+                // A rank not known yet has not finished creating the window it calls about,
+                // which its call cannot precede: nothing to answer to.
+                let Some(peer) = lock(&self.ranks).get(from as usize).copied().flatten() else {
+                    return;
+                };
+                let mut answer = Vec::with_capacity(ENVELOPE + SMALL);
+                answer.extend_from_slice(&envelope(ANSWER, 0, id, 0));
+                self.serve.serve(body, &Memory { core }, &mut answer);
+                let n = (answer.len() - ENVELOPE) as u64;
+                answer[16..24].copy_from_slice(&n.to_le_bytes());
+                self.answer_to(core, peer, answer);
+            }
+            ANSWER if read => {
+                let mut answers = lock(&self.answers);
+                if let Some((_, waiting)) = answers.iter_mut().find(|(c, _)| *c == id) {
+                    *waiting = Some(large);
+                    self.arrived.fetch_add(1, Ordering::Release);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Bytes of a request read onto the stack.
+const SMALL: usize = 256;
+
+/// A message's envelope, with a body of `len` bytes to follow.
+fn envelope(kind: u32, from: u32, id: u64, len: usize) -> [u8; ENVELOPE] {
+    let mut e = [0u8; ENVELOPE];
+    e[0..4].copy_from_slice(&kind.to_le_bytes());
+    e[4..8].copy_from_slice(&from.to_le_bytes());
+    e[8..16].copy_from_slice(&id.to_le_bytes());
+    e[16..24].copy_from_slice(&(len as u64).to_le_bytes());
+    e
+}
+
+/// Kind, sender, call number and body length of an envelope.
+fn envelope_of(e: &[u8; ENVELOPE]) -> (u32, u32, u64, usize) {
+    let word = |at: usize| u64::from_le_bytes(e[at..at + 8].try_into().expect("8 bytes"));
+    let (low, id, len) = (word(0), word(8), word(16));
+    (low as u32, (low >> 32) as u32, id, len as usize)
+}
+
+/// A message: its envelope, then the `parts` of its body.
+fn message(kind: u32, from: u32, id: u64, parts: &[&[u8]]) -> Vec<u8> {
+    let len = parts.iter().map(|p| p.len()).sum();
+    let mut m = Vec::with_capacity(ENVELOPE + len);
+    m.extend_from_slice(&envelope(kind, from, id, len));
+    parts.iter().for_each(|p| m.extend_from_slice(p));
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelopes_round_trip() {
+        let m = message(REQUEST, 3, 0x1_0000_0002, &[&[1, 2], &[3]]);
+        let head: [u8; ENVELOPE] = m[..ENVELOPE].try_into().unwrap();
+        assert_eq!(envelope_of(&head), (REQUEST, 3, 0x1_0000_0002, 3));
+        assert_eq!(&m[ENVELOPE..], &[1, 2, 3]);
+    }
+}

@@ -1,0 +1,108 @@
+//! Calls between two endpoints of one process over the real tcp (tcp;ofi_rxm) and shm
+//! providers: the callee's handler reaches its registered memory by key and range and answers;
+//! small calls (injected) and large ones (tracked) both come back, a range no region holds is
+//! refused without touching memory, and a provider that demands registered local buffers
+//! refuses to serve calls.
+#![cfg(have_libfabric)]
+
+use onesided_fabric::{
+    CALL_MAX, Domain, Endpoint, Idle, Memory, MrMode, Provider, Request, Serve, Waiting,
+};
+use onesided_shm::Mem;
+use std::sync::Arc;
+
+/// Adds the call's bytes, as u64s, to the u64s at the key and address it names (16 bytes of
+/// header: key, address), and answers with the old values; an empty answer where the range is
+/// not registered.
+struct Adder;
+
+impl Serve for Adder {
+    fn serve(&self, request: &[u8], memory: &Memory<'_>, answer: &mut Vec<u8>) {
+        let word = |at: usize| u64::from_le_bytes(request[at..at + 8].try_into().unwrap());
+        let (key, addr, operands) = (word(0), word(8), &request[16..]);
+        let mut old = Vec::new();
+        let done = memory.update(key, addr, operands.len(), |target| {
+            old.extend_from_slice(target);
+            for (t, o) in target.chunks_exact_mut(8).zip(operands.chunks_exact(8)) {
+                let v = u64::from_le_bytes(t.try_into().unwrap())
+                    + u64::from_le_bytes(o.try_into().unwrap());
+                t.copy_from_slice(&v.to_le_bytes());
+            }
+        });
+        if done {
+            answer.extend_from_slice(&old);
+        }
+    }
+}
+
+fn run(provider: &str) {
+    let req = Request {
+        provider: Some(provider.into()),
+        mr_mode: MrMode::ALL,
+        ..Request::default()
+    };
+    let domain = Domain::open(Provider::find(&req).unwrap()).unwrap();
+    let a = Endpoint::open(&domain, Idle::Wake).unwrap();
+    let b = Endpoint::open(&domain, Idle::Wake).unwrap();
+    a.serve_calls(Arc::new(Adder)).unwrap();
+    b.serve_calls(Arc::new(Adder)).unwrap();
+    let region = b.register(Mem::alloc(1 << 16, 4096).unwrap()).unwrap();
+    let key = region.key().unwrap();
+    let rkey = a.map_key(&key).unwrap();
+    let to_b = a.insert(&b.name().unwrap()).unwrap();
+    let to_a = b.insert(&a.name().unwrap()).unwrap();
+    b.know_rank(0, to_a);
+    let live = || Waiting::Poll;
+    let head = |offset: u64| [rkey.to_le_bytes(), (key.base + offset).to_le_bytes()].concat();
+
+    // 100 small calls to one word: each sees the sum of those before it.
+    for i in 0..100u64 {
+        let old = a
+            .call(to_b, 0, &[&head(8), &3u64.to_le_bytes()], &live)
+            .unwrap();
+        assert_eq!(old, (3 * i).to_le_bytes(), "{provider}: call {i}");
+    }
+    let mut word = [0u8; 8];
+    region.mem().read(8, &mut word).unwrap();
+    assert_eq!(u64::from_le_bytes(word), 300);
+
+    // One call of the most operands a call carries.
+    let n = (CALL_MAX - 16) / 8;
+    let ones: Vec<u8> = (0..n).flat_map(|_| 1u64.to_le_bytes()).collect();
+    let old = a.call(to_b, 0, &[&head(1024), &ones], &live).unwrap();
+    assert_eq!(old, vec![0u8; ones.len()], "{provider}: large call");
+    let old = a.call(to_b, 0, &[&head(1024), &ones], &live).unwrap();
+    assert_eq!(old, ones, "{provider}: large call, again");
+    let too_long = vec![0u8; CALL_MAX];
+    assert!(a.call(to_b, 0, &[&head(0), &too_long], &live).is_err());
+
+    // Past the region's end: refused, nothing written.
+    let past = a.call(to_b, 0, &[&head((1 << 16) - 8), &[1u8; 16]], &live);
+    assert_eq!(past.unwrap(), Vec::<u8>::new(), "{provider}: out of range");
+    region.mem().read((1 << 16) - 8, &mut word).unwrap();
+    assert_eq!(word, [0u8; 8]);
+}
+
+#[test]
+fn tcp_calls() {
+    run("tcp");
+}
+
+#[test]
+fn shm_calls() {
+    run("shm");
+}
+
+#[test]
+fn registered_local_buffers_serve_no_calls() {
+    let req = Request {
+        provider: Some("tcp".into()),
+        mr_mode: MrMode::VERBS,
+        register_local: true,
+        ..Request::default()
+    };
+    let domain = Domain::open(Provider::find(&req).unwrap()).unwrap();
+    let a = Endpoint::open(&domain, Idle::Poll).unwrap();
+    let e = a.serve_calls(Arc::new(Adder)).unwrap_err();
+    assert!(e.to_string().contains("FI_MR_LOCAL"), "{e}");
+}
