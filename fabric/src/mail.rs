@@ -123,8 +123,14 @@ impl Mail {
         for (i, inbox) in mail.inboxes.iter().enumerate() {
             for slot in 0..SLOTS {
                 let ctx = RECEIVE | inbox.flag | (i * SLOTS + slot) as Context;
-                if !mail.post(ctx)? {
-                    mail.later(|m| lock(&m.unposted).push(ctx));
+                match mail.post(ctx) {
+                    Ok(true) => {}
+                    Ok(false) => mail.later(|m| lock(&m.unposted).push(ctx)),
+                    Err(e) => {
+                        // The receives posted so far keep their buffers: never freed.
+                        std::mem::forget(mail);
+                        return Err(e);
+                    }
                 }
             }
         }
