@@ -1,8 +1,8 @@
 //! Accumulates the target serves (`ONESIDED_FABRIC_ATOMICS=served`, and `auto` over
 //! tcp;ofi_rxm): the origin sends the operands in a call (`onesided_fabric`'s
-//! `Endpoint::call`), and the target applies them to
-//! its memory under one lock per endpoint, plain arithmetic over the whole run, and answers
-//! with the old values where the call fetches (`protocol::served`). Every accumulate of a
+//! `Endpoint::call`), and the target applies them to its memory under one lock per endpoint,
+//! plain arithmetic over the whole run, and answers with the old values where the call
+//! fetches (`protocol::served`). Every accumulate of a
 //! window whose atomics go through the fabric takes this path then, the target's own included,
 //! so they are atomic with each other; lock words and barriers keep the provider's atomics,
 //! on other words.
