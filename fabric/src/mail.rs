@@ -331,8 +331,8 @@ impl Mail {
                 let mut answer = Vec::with_capacity(ENVELOPE + SMALL);
                 answer.extend_from_slice(&envelope(ANSWER, 0, id, 0));
                 self.serve.serve(body, &Memory { core }, &mut answer);
-                let n = (answer.len() - ENVELOPE) as u64;
-                answer[16..24].copy_from_slice(&n.to_le_bytes());
+                let n = answer.len() - ENVELOPE;
+                answer[..ENVELOPE].copy_from_slice(&envelope(ANSWER, 0, id, n));
                 self.answer_to(core, peer, answer);
             }
             ANSWER if read => {

@@ -46,6 +46,28 @@ impl Kind {
     }
 }
 
+/// What one element's atomic read-modify-write does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccOp {
+    /// Combine with the operand by `Op`.
+    Apply(Op),
+    /// Store the operand if the element equals `compare`.
+    CompareSwap {
+        /// The value the element must hold for the operand to be stored.
+        compare: u64,
+    },
+}
+
+impl AccOp {
+    /// What decides its path ([`NativeOps::path`]).
+    pub fn kind(self) -> Kind {
+        match self {
+            AccOp::Apply(op) => Kind::Apply(op),
+            AccOp::CompareSwap { .. } => Kind::CompareSwap,
+        }
+    }
+}
+
 /// Kinds per element type, as bits of one word.
 const KINDS: usize = Op::ALL.len() + 1;
 

@@ -10,6 +10,7 @@
 //! # MPI-4.1: 12.3.4 (accumulate), 12.3.5 (get_accumulate, fetch_and_op, compare_and_swap),
 //! 12.7.1 (atomicity)
 
+use super::native::AccOp;
 use super::reduce::{Elem, Op, combine_all};
 
 /// Bytes of a request before its operands.
@@ -18,21 +19,12 @@ pub const HEADER: usize = 32;
 /// The kind code of compare-and-swap (operations use their index in [`Op::ALL`]).
 const COMPARE_SWAP: u8 = 0xff;
 
-/// What a request asks of its elements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Apply {
-    /// An MPI operation with each operand.
-    Op(Op),
-    /// Compare-and-swap of one element: store the operand where the element equals `compare`
-    /// (its bits in the low bytes).
-    CompareSwap { compare: u64 },
-}
-
 /// A request's header: which elements, and what to do with them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
     pub elem: Elem,
-    pub apply: Apply,
+    /// What to do with each element (compare-and-swap: one element).
+    pub op: AccOp,
     /// The old values come back.
     pub fetch: bool,
     /// Elements.
@@ -60,9 +52,9 @@ impl Request {
 
     /// The request's header; its operands (`len` bytes) follow it.
     pub fn header(&self) -> [u8; HEADER] {
-        let (kind, compare) = match self.apply {
-            Apply::Op(op) => (op.index() as u8, 0),
-            Apply::CompareSwap { compare } => (COMPARE_SWAP, compare),
+        let (kind, compare) = match self.op {
+            AccOp::Apply(op) => (op.index() as u8, 0),
+            AccOp::CompareSwap { compare } => (COMPARE_SWAP, compare),
         };
         let mut h = [0u8; HEADER];
         h[..4].copy_from_slice(&[self.elem.index() as u8, kind, u8::from(self.fetch), 0]);
@@ -79,22 +71,22 @@ impl Request {
         let word = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().expect("8 bytes"));
         let elem = *Elem::ALL.get(head[0] as usize)?;
         let compare = word(24);
-        let apply = match head[1] {
-            COMPARE_SWAP => Apply::CompareSwap { compare },
-            k => Apply::Op(*Op::ALL.get(k as usize).filter(|op| op.applies(elem))?),
+        let op = match head[1] {
+            COMPARE_SWAP => AccOp::CompareSwap { compare },
+            k => AccOp::Apply(*Op::ALL.get(k as usize).filter(|op| op.applies(elem))?),
         };
         let count = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
         let r = Request {
             elem,
-            apply,
+            op,
             fetch: head[2] != 0,
             count,
             key: word(8),
             addr: word(16),
         };
-        let whole = match apply {
-            Apply::CompareSwap { .. } => count == 1 && !elem.is_float(),
-            Apply::Op(_) => true,
+        let whole = match op {
+            AccOp::CompareSwap { .. } => count == 1 && !elem.is_float(),
+            AccOp::Apply(_) => true,
         };
         let operands = msg.get(HEADER..HEADER + r.len())?;
         (whole && msg.len() == HEADER + r.len()).then_some((r, operands))
@@ -106,9 +98,9 @@ impl Request {
         if self.fetch {
             old.extend_from_slice(target);
         }
-        match self.apply {
-            Apply::Op(op) => combine_all(self.elem, op, target, operands),
-            Apply::CompareSwap { compare } => {
+        match self.op {
+            AccOp::Apply(op) => combine_all(self.elem, op, target, operands),
+            AccOp::CompareSwap { compare } => {
                 let size = self.elem.size();
                 if target[..size] == compare.to_le_bytes()[..size] {
                     target[..size].copy_from_slice(&operands[..size]);
@@ -149,7 +141,7 @@ mod tests {
     fn sum(count: usize) -> Request {
         Request {
             elem: Elem::F64,
-            apply: Apply::Op(Op::Sum),
+            op: AccOp::Apply(Op::Sum),
             fetch: true,
             count,
             key: 7,
@@ -196,7 +188,7 @@ mod tests {
     fn compare_and_swap_stores_only_on_a_match() {
         let cas = |compare| Request {
             elem: Elem::U32,
-            apply: Apply::CompareSwap { compare },
+            op: AccOp::CompareSwap { compare },
             fetch: true,
             count: 1,
             key: 1,
@@ -229,14 +221,14 @@ mod tests {
         band[1] = Op::Band.index() as u8;
         assert!(Request::decode(&band).is_none(), "bitwise on doubles");
         let float_cas = Request {
-            apply: Apply::CompareSwap { compare: 0 },
+            op: AccOp::CompareSwap { compare: 0 },
             count: 1,
             ..sum(1)
         };
         assert!(Request::decode(&encode(&float_cas, &ops[..8])).is_none());
         let two_cas = Request {
             elem: Elem::U64,
-            apply: Apply::CompareSwap { compare: 0 },
+            op: AccOp::CompareSwap { compare: 0 },
             ..sum(2)
         };
         assert!(Request::decode(&encode(&two_cas, &ops)).is_none());

@@ -41,32 +41,10 @@ use crate::error::{Error, ErrorClass, Result};
 pub use crate::protocol::attach::Entry;
 use crate::protocol::layout;
 pub use crate::protocol::lockword::Amo;
-pub use crate::protocol::native::{Kind, NativeOps, Path};
+pub use crate::protocol::native::{AccOp, Kind, NativeOps, Path};
 use crate::protocol::reduce::{Elem, Op, combine};
 use onesided_shm::Mem;
 pub(crate) use select::{Selection, select};
-
-/// What one element's atomic read-modify-write does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AccOp {
-    /// Combine with the operand by `Op`.
-    Apply(Op),
-    /// Store the operand if the element equals `compare`.
-    CompareSwap {
-        /// The value the element must hold for the operand to be stored.
-        compare: u64,
-    },
-}
-
-impl AccOp {
-    /// What decides its path ([`NativeOps::path`]).
-    pub fn kind(self) -> Kind {
-        match self {
-            AccOp::Apply(op) => Kind::Apply(op),
-            AccOp::CompareSwap { .. } => Kind::CompareSwap,
-        }
-    }
-}
 
 /// An atomic read-modify-write of one element of window memory: the accumulate family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

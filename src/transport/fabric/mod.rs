@@ -157,12 +157,11 @@ impl<'a> FabricTransport<'a> {
         let key = opened.as_ref().map(|l| l.key.encode());
         let keys = comm.agree_gather("opening the fabric", key.as_deref().map_err(|e| *e));
         let local = opened?;
-        let keys = keys?;
-        let decoded = keys.iter().map(|k| FabricKey::decode(k).map(|k| k.served));
-        if decoded
-            .collect::<Result<Vec<bool>>>()?
-            .contains(&!local.res.served)
-        {
+        let keys = keys?
+            .iter()
+            .map(|k| FabricKey::decode(k))
+            .collect::<Result<Vec<FabricKey>>>()?;
+        if keys.iter().any(|k| k.served != local.res.served) {
             return Err(Error::new(
                 ErrorClass::Other,
                 "some ranks serve accumulates at the target and some do not \
@@ -174,7 +173,6 @@ impl<'a> FabricTransport<'a> {
             .iter()
             .enumerate()
             .map(|(r, k)| {
-                let k = FabricKey::decode(k)?;
                 native = native.and(NativeOps::from_bits(k.native));
                 let ep = &local.res.ep;
                 let remote = |r: &fi::RegionKey, len| -> Result<Span> {

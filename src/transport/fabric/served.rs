@@ -2,10 +2,9 @@
 //! tcp;ofi_rxm): the origin sends the operands in a call (`onesided_fabric`'s
 //! `Endpoint::call`), and the target applies them to its memory under one lock per endpoint,
 //! plain arithmetic over the whole run, and answers with the old values where the call
-//! fetches (`protocol::served`). Every accumulate of a
-//! window whose atomics go through the fabric takes this path then, the target's own included,
-//! so they are atomic with each other; lock words and barriers keep the provider's atomics,
-//! on other words.
+//! fetches (`protocol::served`). Every accumulate of a window whose atomics go through the
+//! fabric takes this path then, the target's own included, so they are atomic with each other;
+//! lock words and barriers keep the provider's atomics, on other words.
 //!
 //! Where a provider runs atomics in software at the target anyway (tcp;ofi_rxm, shm), one
 //! element costs one round trip either way; a run of elements costs the target a plain loop
@@ -13,7 +12,8 @@
 
 use super::{FabricTransport, fi_err};
 use crate::error::{Error, ErrorClass, Result};
-use crate::protocol::served::{self, Apply, Request, Status};
+use crate::protocol::reduce::Elem;
+use crate::protocol::served::{self, Request, Status};
 use crate::transport::{AccOp, Accumulate, AccumulateMany, Space};
 use onesided_fabric as fi;
 use std::sync::Mutex;
@@ -57,10 +57,6 @@ impl FabricTransport<'_> {
         acc: Accumulate,
     ) -> Result<u64> {
         let size = acc.elem.size();
-        let apply = match acc.op {
-            AccOp::Apply(op) => Apply::Op(op),
-            AccOp::CompareSwap { compare } => Apply::CompareSwap { compare },
-        };
         let operand = acc.operand.to_le_bytes();
         let mut old = [0u8; 8];
         self.call(
@@ -68,7 +64,7 @@ impl FabricTransport<'_> {
             space,
             offset,
             acc.elem,
-            apply,
+            acc.op,
             &operand[..size],
             Some(&mut old[..size]),
         )?;
@@ -96,7 +92,7 @@ impl FabricTransport<'_> {
                 space,
                 offset + start,
                 acc.elem,
-                Apply::Op(acc.op),
+                AccOp::Apply(acc.op),
                 operands,
                 out,
             )?;
@@ -104,7 +100,7 @@ impl FabricTransport<'_> {
         Ok(())
     }
 
-    /// One call: `apply` with `operands` to the elements at `offset` of `target`'s `space`; the
+    /// One call: `op` with `operands` to the elements at `offset` of `target`'s `space`; the
     /// old bytes into `fetched` when given.
     #[allow(clippy::too_many_arguments)]
     fn call(
@@ -112,15 +108,15 @@ impl FabricTransport<'_> {
         target: usize,
         space: Space,
         offset: usize,
-        elem: crate::protocol::reduce::Elem,
-        apply: Apply,
+        elem: Elem,
+        op: AccOp,
         operands: &[u8],
         fetched: Option<&mut [u8]>,
     ) -> Result<()> {
         let to = self.at(target, space, offset, operands.len())?;
         let request = Request {
             elem,
-            apply,
+            op,
             fetch: fetched.is_some(),
             count: operands.len() / elem.size(),
             key: to.key,
