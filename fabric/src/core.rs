@@ -1,6 +1,7 @@
 //! The libfabric objects behind an endpoint, and the progress they are driven by: by the
 //! owning thread while it issues and waits, by the progress thread while it does not.
 
+use crate::cache::Cache;
 use crate::domain::Domain;
 use crate::doorbell::{Doorbell, KNOCK_EVERY, Knocker, readable};
 use crate::error::FiError;
@@ -82,6 +83,8 @@ pub(crate) struct Core {
     pub(crate) far: AtomicBool,
     /// The calls peers make and this endpoint makes, once it serves them (`mail.rs`).
     pub(crate) mail: OnceLock<Mail>,
+    /// Registrations of callers' buffers, kept while their memory lives (`cache.rs`).
+    pub(crate) cache: Cache,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.
@@ -420,6 +423,7 @@ impl Core {
 
 impl Drop for Core {
     fn drop(&mut self) {
+        self.cache.clear();
         // SAFETY: nothing uses these objects any more (the progress thread has been joined and
         // every region holding this core is gone).
         unsafe {

@@ -2,6 +2,7 @@
 //! completion tracked per peer and per operation (`track.rs`; the operations are in `ops.rs`).
 
 use crate::batch::shared_reads;
+use crate::cache::{Cache, CacheReport};
 use crate::core::Core;
 use crate::domain::Domain;
 use crate::doorbell::{Doorbell, Knocker};
@@ -110,6 +111,7 @@ impl Endpoint {
             near: AtomicBool::new(false),
             far: AtomicBool::new(false),
             mail: OnceLock::new(),
+            cache: Cache::default(),
         };
         let core = Arc::new(core);
         let p = domain.provider();
@@ -193,6 +195,12 @@ impl Endpoint {
     /// Whether local buffers must be registered (`FI_MR_LOCAL`).
     pub fn local_mr(&self) -> bool {
         self.local_mr
+    }
+
+    /// What the cache of registrations of callers' buffers did so far (`FI_MR_LOCAL` only):
+    /// whether it watches memory, its hits and what it keeps.
+    pub fn registration_cache(&self) -> CacheReport {
+        self.core.cache.report()
     }
 
     /// The domain this endpoint was opened on.

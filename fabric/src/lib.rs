@@ -42,6 +42,8 @@ mod sys;
 #[cfg(have_libfabric)]
 mod batch;
 #[cfg(have_libfabric)]
+mod cache;
+#[cfg(have_libfabric)]
 mod calls;
 #[cfg(have_libfabric)]
 mod core;
@@ -59,6 +61,8 @@ mod gather;
 mod info;
 #[cfg(have_libfabric)]
 mod mail;
+#[cfg(have_libfabric)]
+mod monitor;
 #[cfg(have_libfabric)]
 mod ops;
 #[cfg(have_libfabric)]
@@ -78,6 +82,8 @@ mod stamp;
 #[cfg(have_libfabric)]
 mod track;
 
+#[cfg(have_libfabric)]
+pub use cache::CacheReport;
 #[cfg(have_libfabric)]
 pub use domain::{AtomicKind, AtomicOp, Datatype, Domain};
 #[cfg(have_libfabric)]

@@ -12,11 +12,12 @@ use crate::domain::{AtomicOp, Datatype};
 use crate::endpoint::{BOUNCE, Endpoint, Peer};
 use crate::error::FiError;
 use crate::patience::Waiting;
-use crate::region::{Access, Mr};
+use crate::region::Mr;
 use crate::stage::Staged;
 use crate::sys;
 use crate::track::Slot;
 use std::ptr;
+use std::sync::Arc;
 
 /// Offsets in the bounce buffer of atomic operand, compare value and result.
 const OPERAND: usize = 0;
@@ -29,6 +30,8 @@ pub(crate) enum Lent {
     Direct(*mut libc::c_void),
     /// Registered for the call.
     Own(Mr),
+    /// Registered in the endpoint's registration cache (`cache.rs`).
+    Cached(Arc<Mr>),
     /// Copied through the endpoint's bounce buffer.
     Bounce,
 }
@@ -39,6 +42,7 @@ impl Lent {
         match self {
             Lent::Direct(desc) => *desc,
             Lent::Own(mr) => mr.desc(),
+            Lent::Cached(mr) => mr.desc(),
             Lent::Bounce => ptr::null_mut(),
         }
     }
@@ -101,10 +105,11 @@ impl Endpoint {
     }
 
     /// How the `len` bytes at `addr` of the caller's memory reach the NIC for one blocking
-    /// call: as they are where the provider needs no registered local buffers or a region
-    /// registered on this endpoint holds them (window memory, alloc_mem blocks); else through
-    /// the bounce buffer when they fit (a copy measured cheaper than a registration for small
-    /// transfers), else registered for the call (zero-copy).
+    /// call: as they are where the provider needs no registered local buffers, or a region
+    /// registered on this endpoint (window memory, alloc_mem blocks) or a registration of the
+    /// cache (`cache.rs`) holds them; else through the bounce buffer when they fit (a copy
+    /// measured cheaper than a registration for small transfers), else registered, and the
+    /// registration kept in the cache (zero-copy).
     ///
     /// # Safety
     /// The memory must stay valid until the returned value is dropped.
@@ -115,11 +120,14 @@ impl Endpoint {
         if let Some(desc) = self.core.registered().find(addr, len) {
             return Ok(Lent::Direct(desc));
         }
+        if let Some(mr) = self.core.cache.find(addr, len) {
+            return Ok(Lent::Cached(mr));
+        }
         if len <= BOUNCE {
             return Ok(Lent::Bounce);
         }
         // SAFETY: guaranteed by the caller; the endpoint keeps its domain open.
-        unsafe { Mr::register(&self.core, addr, len, Access::Local).map(Lent::Own) }
+        unsafe { self.core.cache.register(&self.core, addr, len) }
     }
 
     /// Write `src` to `to`; returns when `src` may be reused. Small writes are injected and
