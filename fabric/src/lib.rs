@@ -19,6 +19,9 @@
 //! forms return a [`Ticket`] at once and move data through buffers the endpoint owns; small
 //! request reads to a peer with operations in flight are gathered into one read at the
 //! endpoint's next call.
+//! Where the provider demands registered local buffers (`FI_MR_LOCAL`), a caller's buffer keeps
+//! its registration for later transfers until a memory monitor reports its memory gone
+//! ([`Endpoint::registration_cache`]).
 //! Completion is tracked per peer and per operation: every operation carries
 //! `FI_DELIVERY_COMPLETE` where the provider offers it, [`Endpoint::flush`] waits for one peer's
 //! operations, and a read or an atomic waits for its own completion only.
