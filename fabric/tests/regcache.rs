@@ -149,10 +149,8 @@ fn memory_given_back_or_moved_leaves_the_cache() {
     let m = map(LEN, 0);
     p.put(filled(m, LEN, 6));
     // SAFETY: the mapping of `map`, no slice of it alive; its pages read as zero afterwards.
-    assert_eq!(
-        unsafe { libc::madvise(m.cast(), 4096, libc::MADV_DONTNEED) },
-        0
-    );
+    let given = unsafe { libc::madvise(m.cast(), 4096, libc::MADV_DONTNEED) };
+    assert_eq!(given, 0);
     if p.watching() {
         assert_eq!(p.a.registration_cache().dropped, 1);
     }
