@@ -98,6 +98,8 @@ pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, ver
 #[cfg(have_libfabric)]
 pub use mail::{BODY_MAX as CALL_MAX, Memory, Serve};
 #[cfg(have_libfabric)]
+pub use monitor::memory_monitor;
+#[cfg(have_libfabric)]
 pub use ops::Remote;
 #[cfg(have_libfabric)]
 pub use patience::Waiting;

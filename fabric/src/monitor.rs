@@ -154,31 +154,43 @@ pub(crate) fn pages(start: usize, end: usize) -> (usize, usize) {
     (start & !(page - 1), end.next_multiple_of(page))
 }
 
+/// Whether this process can watch memory for the registration cache, or why not (no
+/// `userfaultfd` in this kernel, not permitted to this process, or without the events of
+/// unmapping): for `onesided info`.
+pub fn memory_monitor() -> Result<(), String> {
+    descriptor().map(drop)
+}
+
+/// A `userfaultfd` that reports the calls that take memory away.
+fn descriptor() -> Result<OwnedFd, String> {
+    let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: the system call takes flags only; it returns a new descriptor or -1.
+    let open = |flags: libc::c_int| unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
+    // Kernels before 5.11 refuse the user-mode flag: they get the call without it.
+    let fd = match open(flags | UFFD_USER_MODE_ONLY) {
+        -1 => open(flags),
+        fd => fd,
+    };
+    if fd < 0 {
+        return Err(last_error("userfaultfd"));
+    }
+    // SAFETY: a descriptor just returned to this process, owned from here on.
+    let uffd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+    let mut api = UffdioApi {
+        api: UFFD_API,
+        features: FEATURE_EVENT_UNMAP | FEATURE_EVENT_REMOVE | FEATURE_EVENT_REMAP,
+        ioctls: 0,
+    };
+    // SAFETY: UFFDIO_API reads and writes a `struct uffdio_api`.
+    unsafe { ioctl(&uffd, UFFDIO_API, &mut api) }
+        .map_err(|e| format!("userfaultfd events of unmapping: {e}"))?;
+    Ok(uffd)
+}
+
 impl Monitor {
-    /// A monitor with its thread, or why there can be none (no `userfaultfd` in this kernel, or
-    /// not permitted to this process).
+    /// A monitor with its thread, or why there can be none ([`memory_monitor`]).
     pub(crate) fn open() -> Result<Monitor, String> {
-        let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
-        // SAFETY: the system call takes flags only; it returns a new descriptor or -1.
-        let open = |flags: libc::c_int| unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
-        // Kernels before 5.11 refuse the user-mode flag: they get the call without it.
-        let fd = match open(flags | UFFD_USER_MODE_ONLY) {
-            -1 => open(flags),
-            fd => fd,
-        };
-        if fd < 0 {
-            return Err(last_error("userfaultfd"));
-        }
-        // SAFETY: a descriptor just returned to this process, owned from here on.
-        let uffd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
-        let mut api = UffdioApi {
-            api: UFFD_API,
-            features: FEATURE_EVENT_UNMAP | FEATURE_EVENT_REMOVE | FEATURE_EVENT_REMAP,
-            ioctls: 0,
-        };
-        // SAFETY: UFFDIO_API reads and writes a `struct uffdio_api`.
-        unsafe { ioctl(&uffd, UFFDIO_API, &mut api) }
-            .map_err(|e| format!("userfaultfd events of unmapping: {e}"))?;
+        let uffd = descriptor()?;
         // SAFETY: eventfd takes a count and flags; it returns a new descriptor or -1.
         let wake = match unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) } {
             -1 => return Err(last_error("eventfd")),

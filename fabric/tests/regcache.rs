@@ -6,7 +6,9 @@
 //! kernel gives the process no `userfaultfd`, each test says so and checks the data only.
 #![cfg(have_libfabric)]
 
-use onesided_fabric::{Domain, Endpoint, Idle, MrMode, Provider, Region, Remote, Request, Waiting};
+use onesided_fabric::{
+    Domain, Endpoint, Idle, MrMode, Provider, Region, Remote, Request, Waiting, memory_monitor,
+};
 use onesided_shm::Mem;
 
 /// Larger than the bounce buffer, so it is registered (not copied).
@@ -56,9 +58,16 @@ impl Pair {
         assert!(back == src, "the write landed");
     }
 
-    /// Whether the cache watches memory here; says why not where it does not.
+    /// Whether the cache watches memory here, as `memory_monitor` says; says why not where it
+    /// does not.
     fn watching(&self) -> bool {
-        match self.a.registration_cache().watching {
+        let watching = self.a.registration_cache().watching;
+        assert_eq!(
+            watching,
+            Some(memory_monitor()),
+            "what the cache found is what info says"
+        );
+        match watching {
             Some(Ok(())) => true,
             Some(Err(why)) => {
                 eprintln!("registration cache off on this machine ({why}): data checked only");

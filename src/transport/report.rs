@@ -1,7 +1,8 @@
 //! `onesided info`: what this build and this machine offer the fabric transport.
 
-/// The report: the libfabric version built against and loaded, then every provider with its
-/// RMA and atomic support, MR mode, key size and inject size.
+/// The report: the libfabric version built against and loaded, every provider with its RMA and
+/// atomic support, MR mode, key size and inject size, and whether the registration cache can
+/// watch memory here.
 #[cfg(have_libfabric)]
 pub fn providers() -> String {
     use onesided_fabric as fi;
@@ -40,6 +41,16 @@ pub fn providers() -> String {
             "verbs: no RDMA device here (no InfiniBand, RoCE or rxe): the verbs provider stays off\n",
         );
     }
+    let _ = match fi::memory_monitor() {
+        Ok(()) => writeln!(
+            out,
+            "registration cache (FI_MR_LOCAL): on, a userfaultfd watches the memory it keeps"
+        ),
+        Err(why) => writeln!(
+            out,
+            "registration cache (FI_MR_LOCAL): off ({why}): each registration serves one transfer"
+        ),
+    };
     out
 }
 
