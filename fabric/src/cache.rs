@@ -114,16 +114,23 @@ impl Cache {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The entries, without those of memory `monitor` reports gone.
+    fn fresh(&self, monitor: &Monitor) -> MutexGuard<'_, Entries> {
+        let mut entries = self.lock();
+        entries.forget(monitor);
+        entries
+    }
+
     /// The kept registration that holds `addr..addr + len`, if any.
     pub(crate) fn find(&self, addr: usize, len: usize) -> Option<Arc<Mr>> {
         let monitor = self.monitor.get()?.as_ref().ok()?;
-        let mut entries = self.lock();
-        entries.forget(monitor);
-        entries.find(addr, addr + len)
+        self.fresh(monitor).find(addr, addr + len)
     }
 
-    /// A registration for a transfer from or into `addr..addr + len`, of its whole pages: kept
-    /// for later transfers where the monitor watches that memory, else for this one only.
+    /// A registration for a transfer from or into `addr..addr + len`, where [`Cache::find`]
+    /// found none, of its whole pages: kept for later transfers where the monitor watches that
+    /// memory, else for this one only. An endpoint lends from its owning thread only, so no
+    /// other registration of the range arrives in between.
     ///
     /// # Safety
     /// The memory must stay mapped while the transfer that uses the registration is in flight.
@@ -141,11 +148,6 @@ impl Cache {
             return unsafe { Mr::register(core, addr, len, Access::Local) }.map(Lent::Own);
         };
         let (start, end) = pages(addr, addr + len);
-        let mut entries = self.lock();
-        entries.forget(monitor);
-        if let Some(mr) = entries.find(addr, addr + len) {
-            return Ok(Lent::Cached(mr));
-        }
         // SAFETY: the pages hold the caller's buffer, so they are mapped; the module docs say
         // how a kept registration is dropped before its memory is used again.
         let mr = unsafe { Mr::register(core, start, end - start, Access::Local)? };
@@ -153,7 +155,7 @@ impl Cache {
             return Ok(Lent::Own(mr));
         }
         let mr = Arc::new(mr);
-        entries.insert(start, end, mr.clone(), monitor);
+        self.lock().insert(start, end, mr.clone(), monitor);
         Ok(Lent::Cached(mr))
     }
 
@@ -165,10 +167,10 @@ impl Cache {
     /// What the cache did, after dropping what went.
     pub(crate) fn report(&self) -> CacheReport {
         let monitor = self.monitor.get();
-        let mut e = self.lock();
-        if let Some(Ok(m)) = monitor {
-            e.forget(m);
-        }
+        let e = match monitor {
+            Some(Ok(m)) => self.fresh(m),
+            _ => self.lock(),
+        };
         let watching = monitor.map(|m| m.as_ref().map(|_| ()).map_err(Clone::clone));
         CacheReport {
             watching,

@@ -93,8 +93,8 @@ impl FabricTransport<'_> {
     /// How accumulates of `kind` on elements of `elem` at `offset` of `target`'s `space` go:
     /// as [`NativeOps::path`](crate::transport::NativeOps::path) says for the pair where the
     /// element is aligned in the target's memory (the first element decides for its
-    /// neighbours), else under the target's accumulate lock. Every origin decides the same way for an element, so accumulates that
-    /// may meet on it never mix the NIC and the lock.
+    /// neighbours), else under the target's accumulate lock. Every origin decides the same way
+    /// for an element, so accumulates that may meet on it never mix the NIC and the lock.
     pub(super) fn path(
         &self,
         target: usize,
