@@ -60,7 +60,7 @@ impl Endpoint {
         self.core.touch();
         self.launch(keep_waiting);
         let id = mail.open_call();
-        let mut patience = Patience::new(&self.core, keep_waiting);
+        let mut patience = Patience::new(&self.core, keep_waiting).knocking(peer.index);
         let sent = loop {
             match mail.request(&self.core, peer, from, id, body) {
                 Ok(Some(slot)) => break slot,

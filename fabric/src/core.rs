@@ -18,10 +18,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// How long the progress thread blocks in one wait on the serving queue (a `poll` of its file
-/// descriptor, or `fi_cq_sread`) before it looks again at its stop flag and at the owner's
-/// activity.
+/// How long one wait on the serving queue blocks (a `poll` of its file descriptor and the
+/// doorbell, or `fi_cq_sread`) before the thread looks again at its own operations, its stop
+/// flag and the owner's activity, unless every peer rings the doorbell ([`ASIDE`]).
 const PROGRESS_WAIT_MS: i32 = 1;
+/// [`PROGRESS_WAIT_MS`] as a duration: how long a wait on a peer that makes no progress
+/// (`Waiting::Idle`) blocks at once.
+pub(crate) const IDLE_NAP: Duration = Duration::from_millis(PROGRESS_WAIT_MS as u64);
 /// The progress thread stands aside while the owning thread has driven the endpoint this
 /// recently: two threads polling one endpoint contend for its lock and wake each other, which
 /// doubled the latency of put + flush over tcp;ofi_rxm (12 us alone, 25 us with both). It is
@@ -29,11 +32,12 @@ const PROGRESS_WAIT_MS: i32 = 1;
 /// owner's core still cost 10-20% of that latency, at 1 ms they are lost in the noise, and a
 /// target that stops calling in is served again within 1 ms.
 const HOLDOFF: Duration = Duration::from_millis(1);
-/// How long the progress thread stands aside at once while the owner is active, where every
-/// peer can ring its doorbell (all run on this node): a peer whose operation waits for this
-/// rank rings it, so a look every [`HOLDOFF`] only wakes the thread for nothing. Those
-/// wake-ups took a core from the ranks on this 2-core machine: over the shm provider,
-/// `get_bw` at 1 MiB ran at 0.89-0.95x of the C floor with them, 0.92-1.10x without.
+/// How long the progress thread sleeps at once where every peer rings its doorbell (all run
+/// on this node), whether the owner is active or away: a peer whose operation waits for this
+/// rank rings it, again every [`KNOCK_EVERY`] while it waits, so a look every [`HOLDOFF`]
+/// only woke the thread for nothing. Those wake-ups took a core from the ranks on this 2-core
+/// machine: over the shm provider, `get_bw` at 1 MiB ran at 0.88-0.90x of the C floor with
+/// them and 0.98-1.02x without, and a rank computing alone lost 2% of its core to them.
 const ASIDE: Duration = Duration::from_millis(20);
 /// How long the progress thread serves back to back after traffic woke it (operations come in
 /// bursts: only the first of a burst pays for the wake-up).
@@ -111,24 +115,23 @@ impl Core {
     }
 
     /// One round of the progress thread: stand aside while the owner is active, else block
-    /// until traffic arrives (or a short timeout), serving the target side meanwhile.
+    /// until traffic arrives (or a timeout), serving the target side meanwhile.
     pub(crate) fn serve(&self) {
         let idle = self.idle();
-        if idle < HOLDOFF {
-            self.doze(self.aside(HOLDOFF - idle));
-        } else {
-            self.wait();
+        let rung = self.rung_by_all();
+        match (idle < HOLDOFF, rung) {
+            (true, true) => self.doze(ASIDE),
+            (true, false) => self.doze(HOLDOFF - idle),
+            (false, true) => self.wait(ASIDE),
+            (false, false) => self.wait(IDLE_NAP),
         }
     }
 
-    /// How long to stand aside while the owner is active, `until_idle` before it has been
-    /// idle for [`HOLDOFF`]: [`ASIDE`] where this endpoint holds the doorbell and no peer
-    /// addresses it from elsewhere ([`Core::far`]), since every peer then rings when it waits.
-    fn aside(&self, until_idle: Duration) -> Duration {
-        match self.doorbell.is_some() && !self.far.load(Ordering::Relaxed) {
-            true => ASIDE,
-            false => until_idle,
-        }
+    /// Whether every peer rings this endpoint's doorbell when its operations wait for this
+    /// rank: the endpoint holds it and no peer addresses it from elsewhere ([`Core::far`]).
+    /// Then the progress thread need not look by itself: it sleeps [`ASIDE`] at a time.
+    fn rung_by_all(&self) -> bool {
+        self.doorbell.is_some() && !self.far.load(Ordering::Relaxed)
     }
 
     /// Sleep for `d`, or on the doorbell until a peer rings it: then serve the peers back to
@@ -162,12 +165,12 @@ impl Core {
     }
 
     /// Block on the file descriptor `fd` of the serving queue's wait object, and on the
-    /// doorbell where this endpoint holds it, until traffic arrives, a peer rings or
-    /// `PROGRESS_WAIT_MS` passes, then progress, and when woken serve back to back
-    /// ([`Core::hot`]). `fi_cq_sread` would not return on traffic that leaves no completion
-    /// (a peer's RMA), only at its timeout. False where the provider has work pending and the
-    /// thread must not block (the caller progresses instead).
-    fn block_on(&self, serve: &Port, fd: libc::c_int) -> bool {
+    /// doorbell where this endpoint holds it, until traffic arrives, a peer rings or `nap`
+    /// passes, then progress, and when woken serve back to back ([`Core::hot`]).
+    /// `fi_cq_sread` would not return on traffic that leaves no completion (a peer's RMA),
+    /// only at its timeout. False where the provider has work pending and the thread must not
+    /// block (the caller progresses instead).
+    fn block_on(&self, serve: &Port, fd: libc::c_int, nap: Duration) -> bool {
         // SAFETY: the queue is open; its fid is its first member.
         let mut fid = unsafe { &raw mut (*serve.cq).fid };
         // SAFETY: the fabric and the queue are open; fi_trywait reads one fid pointer.
@@ -176,7 +179,7 @@ impl Core {
         }
         let bell = self.doorbell.as_ref();
         let fds = [fd, bell.map_or(-1, Doorbell::fd)];
-        let woken = readable(fds, Duration::from_millis(PROGRESS_WAIT_MS as u64));
+        let woken = readable(fds, nap);
         if let Some(bell) = bell.filter(|_| woken) {
             bell.answer();
         }
@@ -187,26 +190,32 @@ impl Core {
         true
     }
 
-    /// Ring the doorbells of the peers this endpoint has operations in flight to (for a wait
-    /// that has lasted long enough that they are likely away); false where this endpoint rang
-    /// less than [`KNOCK_EVERY`] ago, and the wait should try again later.
-    pub(crate) fn knock(&self) -> bool {
+    /// Ring the doorbells of the peers this endpoint has operations in flight to, and of peer
+    /// `also` (for a wait that has lasted long enough that they are likely away), unless this endpoint rang less
+    /// than [`KNOCK_EVERY`] ago: a wait calls it at every look at the clock, so while it lasts
+    /// its peers are rung again as soon as the back-to-back serving ([`Core::hot`]) that the
+    /// last ring started is over.
+    pub(crate) fn knock(&self, also: Option<u32>) {
         let Some(knocker) = &self.knocker else {
-            return true;
+            return;
         };
         let rung = self.rung.load(Ordering::Relaxed);
         if rung != 0 && self.stamps.since(rung) < KNOCK_EVERY {
-            return false;
+            return;
         }
         self.rung.store(self.stamps.now().max(1), Ordering::Relaxed);
-        let busy: Vec<u32> = self.track().busy_peers().collect();
+        let mut busy: Vec<u32> = self.track().busy_peers().collect();
+        if let Some(p) = also
+            && !busy.contains(&p)
+        {
+            busy.push(p);
+        }
         let pids = self.pids.lock().unwrap_or_else(|p| p.into_inner());
         for pid in busy.into_iter().filter_map(|p| pids.get(p as usize)) {
             if *pid != 0 {
                 knocker.knock(*pid);
             }
         }
-        true
     }
 
     pub(crate) fn domain(&self) -> &Arc<Domain> {
@@ -335,16 +344,17 @@ impl Core {
         }
     }
 
-    /// Block until traffic arrives at the serving port or `PROGRESS_WAIT_MS` passes (without
-    /// one: doze `HOLDOFF` on the doorbell), progressing meanwhile.
-    pub(crate) fn wait(&self) {
+    /// Block until traffic arrives at the serving port, a peer rings the doorbell or `nap`
+    /// passes (without a serving port: doze `nap` on the doorbell; without a file descriptor
+    /// to wait on: `fi_cq_sread` for `PROGRESS_WAIT_MS`), progressing meanwhile.
+    pub(crate) fn wait(&self, nap: Duration) {
         let Some(serve) = &self.serve else {
             self.poll();
-            self.doze(HOLDOFF);
+            self.doze(nap);
             return;
         };
         if let Some(fd) = serve.wait_fd
-            && self.block_on(serve, fd)
+            && self.block_on(serve, fd, nap)
         {
             return;
         }

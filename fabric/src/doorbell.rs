@@ -7,9 +7,10 @@
 //! progress thread of such an endpoint dozes on a doorbell instead: a datagram socket in the
 //! abstract namespace named after its process, which vanishes with the process and leaves no
 //! file behind. An origin whose operation has waited [`KNOCK_AFTER`] sends one empty datagram
-//! to the doorbell of each peer process it waits for (an endpoint rings at most every
-//! [`KNOCK_EVERY`]; a wait that finds it rang more recently tries again later); the woken
-//! thread then polls back to back for as long (`Core::hot`), since operations come in bursts.
+//! to the doorbell of each peer process it waits for, and again every [`KNOCK_EVERY`] while
+//! it waits (an endpoint rings at most that often); the woken thread then polls back to back
+//! for as long (`Core::hot`), since operations come in bursts. Where every peer of an
+//! endpoint rings (all on its node), its progress thread looks by itself only every 20 ms.
 //!
 //! An endpoint whose queue has a wait object (`Idle::Wake`) takes the doorbell too: peers on
 //! its node address its issuing port, which has none (`Endpoint::near_name`), and its progress

@@ -3,7 +3,7 @@
 
 use crate::batch::shared_reads;
 use crate::cache::{Cache, CacheReport};
-use crate::core::Core;
+use crate::core::{Core, IDLE_NAP};
 use crate::domain::Domain;
 use crate::doorbell::{Doorbell, Knocker};
 use crate::error::{FiError, check};
@@ -433,7 +433,7 @@ impl Endpoint {
     /// ([`Waiting::Idle`]).
     pub fn idle(&self) {
         self.core.touch();
-        self.core.wait();
+        self.core.wait(IDLE_NAP);
         self.core.touch();
     }
 }

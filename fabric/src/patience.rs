@@ -1,7 +1,7 @@
 //! How a wait on the provider goes: what its caller says of the peers it waits for
 //! ([`Waiting`]), and its pace (`Patience`): poll, back off, knock, ask the caller.
 
-use crate::core::Core;
+use crate::core::{Core, IDLE_NAP};
 use crate::doorbell::KNOCK_AFTER;
 use crate::error::FiError;
 use crate::sys;
@@ -40,9 +40,9 @@ pub(crate) struct Patience<'a> {
     keep_waiting: &'a dyn Fn() -> Waiting,
     /// When `keep_waiting` was last asked (the first look at the clock, at first).
     checked: Option<Instant>,
-    /// Whether the peers waited for were woken (once per wait, after [`KNOCK_AFTER`]).
-    knocked: bool,
     backoff: Backoff,
+    /// A peer to ring besides those with operations in flight ([`Patience::knocking`]).
+    peer: Option<u32>,
     idle: bool,
     rounds: u32,
     spin: u32,
@@ -59,12 +59,19 @@ impl<'a> Patience<'a> {
             core,
             keep_waiting,
             checked: None,
-            knocked: false,
             backoff: Backoff::new(),
+            peer: None,
             idle: false,
             rounds: 0,
             spin,
         }
+    }
+
+    /// Ring peer `index` too once the wait has lasted: a call waits for the answer of a peer
+    /// to which nothing of this endpoint is in flight once its request was delivered.
+    pub(crate) fn knocking(mut self, index: u32) -> Patience<'a> {
+        self.peer = Some(index);
+        self
     }
 
     /// The wait is over: where it had to wait (rounds of [`Patience::tick`]), note that the
@@ -87,7 +94,7 @@ impl<'a> Patience<'a> {
         let spinning = self.rounds < self.spin;
         if self.idle {
             self.core.touch();
-            self.core.wait();
+            self.core.wait(IDLE_NAP);
         } else if !spinning {
             self.backoff.snooze();
         }
@@ -100,8 +107,8 @@ impl<'a> Patience<'a> {
         }
         let checked = *self.checked.get_or_insert_with(Instant::now);
         let waited = checked.elapsed();
-        if !self.knocked && waited >= KNOCK_AFTER {
-            self.knocked = self.core.knock();
+        if waited >= KNOCK_AFTER {
+            self.core.knock(self.peer);
         }
         if waited >= CHECK_EVERY {
             match (self.keep_waiting)() {
