@@ -76,6 +76,8 @@ pub(crate) struct Core {
     /// This process's doorbell, where this endpoint took it: the progress thread dozes on it
     /// and peers on this node ring it when their operations wait for this rank (`doorbell.rs`).
     pub(crate) doorbell: Option<Doorbell>,
+    /// How many times a ring woke the progress thread ([`crate::Endpoint::rings`]).
+    pub(crate) rings: AtomicU64,
     /// What this endpoint rings its peers' doorbells with, the process of each peer (by its
     /// number; 0: none to ring, as for peers on other nodes), and when it last rang (a stamp of
     /// `stamps`; 0: never).
@@ -142,6 +144,7 @@ impl Core {
             return;
         };
         if bell.doze(d) {
+            self.rings.fetch_add(1, Ordering::Relaxed);
             self.hot();
         }
     }
@@ -180,8 +183,10 @@ impl Core {
         let bell = self.doorbell.as_ref();
         let fds = [fd, bell.map_or(-1, Doorbell::fd)];
         let woken = readable(fds, nap);
-        if let Some(bell) = bell.filter(|_| woken) {
-            bell.answer();
+        if let Some(bell) = bell.filter(|_| woken)
+            && bell.answer()
+        {
+            self.rings.fetch_add(1, Ordering::Relaxed);
         }
         self.poll_all();
         if woken {

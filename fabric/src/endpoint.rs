@@ -104,6 +104,7 @@ impl Endpoint {
             rounds: AtomicU64::new(0),
             pool: Arc::default(),
             doorbell,
+            rings: AtomicU64::new(0),
             knocker,
             pids: Mutex::default(),
             rung: AtomicU64::new(0),
@@ -195,6 +196,13 @@ impl Endpoint {
     /// Whether local buffers must be registered (`FI_MR_LOCAL`).
     pub fn local_mr(&self) -> bool {
         self.local_mr
+    }
+
+    /// How many times a peer's ring of this process's doorbell woke this endpoint's progress
+    /// thread (`doorbell.rs`; 0 where another endpoint holds the doorbell): the peers on this
+    /// node that waited for this rank while it was away.
+    pub fn rings(&self) -> u64 {
+        self.core.rings.load(Ordering::Relaxed)
     }
 
     /// What the cache of registrations of callers' buffers did so far (`FI_MR_LOCAL` only):
