@@ -196,10 +196,10 @@ impl Core {
     }
 
     /// Ring the doorbells of the peers this endpoint has operations in flight to, and of peer
-    /// `also` (for a wait that has lasted long enough that they are likely away), unless this endpoint rang less
-    /// than [`KNOCK_EVERY`] ago: a wait calls it at every look at the clock, so while it lasts
-    /// its peers are rung again as soon as the back-to-back serving ([`Core::hot`]) that the
-    /// last ring started is over.
+    /// `also` (for a wait that has lasted long enough that they are likely away), unless this
+    /// endpoint rang less than [`KNOCK_EVERY`] ago: a wait calls it at every look at the clock,
+    /// so while it lasts its peers are rung again as soon as the back-to-back serving
+    /// ([`Core::hot`]) that the last ring started is over.
     pub(crate) fn knock(&self, also: Option<u32>) {
         let Some(knocker) = &self.knocker else {
             return;

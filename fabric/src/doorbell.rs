@@ -29,7 +29,8 @@ use std::time::Duration;
 pub(crate) const KNOCK_AFTER: Duration = Duration::from_micros(20);
 /// The shortest time between two rounds of knocks from one endpoint: a woken peer serves back
 /// to back this long, and without a bound every long wait knocks (about one per 1 MiB put over
-/// the shm provider: 1455 datagrams and as many wake-ups in one `put_bw` run under strace, 828 with it).
+/// the shm provider: 1455 datagrams and as many wake-ups in one `put_bw` run under strace, 828
+/// with it). A wait that lasts knocks again at this pace.
 pub(crate) const KNOCK_EVERY: Duration = Duration::from_millis(1);
 
 /// The abstract socket name of doorbell `id` (a process id; the tests use ids no process has).
