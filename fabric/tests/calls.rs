@@ -5,43 +5,17 @@
 //! refuses to serve calls.
 #![cfg(have_libfabric)]
 
-use onesided_fabric::{
-    CALL_MAX, Domain, Endpoint, Idle, Memory, MrMode, Provider, Request, Serve, Waiting,
-};
+#[path = "common/adder.rs"]
+mod adder;
+mod common;
+
+use adder::Adder;
+use onesided_fabric::{CALL_MAX, Endpoint, Idle, MrMode, Waiting};
 use onesided_shm::Mem;
 use std::sync::Arc;
 
-/// Adds the call's bytes, as u64s, to the u64s at the key and address it names (16 bytes of
-/// header: key, address), and answers with the old values; an empty answer where the range is
-/// not registered.
-struct Adder;
-
-impl Serve for Adder {
-    fn serve(&self, request: &[u8], memory: &Memory<'_>, answer: &mut Vec<u8>) {
-        let word = |at: usize| u64::from_le_bytes(request[at..at + 8].try_into().unwrap());
-        let (key, addr, operands) = (word(0), word(8), &request[16..]);
-        let mut old = Vec::new();
-        let done = memory.update(key, addr, operands.len(), |target| {
-            old.extend_from_slice(target);
-            for (t, o) in target.chunks_exact_mut(8).zip(operands.chunks_exact(8)) {
-                let v = u64::from_le_bytes(t.try_into().unwrap())
-                    + u64::from_le_bytes(o.try_into().unwrap());
-                t.copy_from_slice(&v.to_le_bytes());
-            }
-        });
-        if done {
-            answer.extend_from_slice(&old);
-        }
-    }
-}
-
 fn run(provider: &str) {
-    let req = Request {
-        provider: Some(provider.into()),
-        mr_mode: MrMode::ALL,
-        ..Request::default()
-    };
-    let domain = Domain::open(Provider::find(&req).unwrap()).unwrap();
+    let domain = common::domain(provider, MrMode::ALL);
     let a = Endpoint::open(&domain, Idle::Wake).unwrap();
     let b = Endpoint::open(&domain, Idle::Wake).unwrap();
     a.serve_calls(Arc::new(Adder)).unwrap();
@@ -95,13 +69,7 @@ fn shm_calls() {
 
 #[test]
 fn registered_local_buffers_serve_no_calls() {
-    let req = Request {
-        provider: Some("tcp".into()),
-        mr_mode: MrMode::VERBS,
-        register_local: true,
-        ..Request::default()
-    };
-    let domain = Domain::open(Provider::find(&req).unwrap()).unwrap();
+    let domain = common::domain("tcp", MrMode::VERBS);
     let a = Endpoint::open(&domain, Idle::Poll).unwrap();
     let e = a.serve_calls(Arc::new(Adder)).unwrap_err();
     assert!(e.to_string().contains("FI_MR_LOCAL"), "{e}");

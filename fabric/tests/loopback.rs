@@ -7,20 +7,13 @@
 //! and reads reach their runs and nothing between them.
 #![cfg(have_libfabric)]
 
-use onesided_fabric::{
-    AtomicOp, Datatype, Domain, Endpoint, Idle, MrMode, Provider, Remote, Request, Waiting,
-};
+mod common;
+
+use onesided_fabric::{AtomicOp, Datatype, Endpoint, Idle, MrMode, Remote, Waiting};
 use onesided_shm::Mem;
 
 fn run(provider: &str, mr_mode: MrMode, idle: Idle) {
-    let req = Request {
-        provider: Some(provider.into()),
-        mr_mode,
-        register_local: mr_mode == MrMode::VERBS,
-        ..Request::default()
-    };
-    let p = Provider::find(&req).unwrap_or_else(|e| panic!("{provider}: {e}"));
-    let domain = Domain::open(p).unwrap();
+    let domain = common::domain(provider, mr_mode);
     let a = Endpoint::open(&domain, idle).unwrap();
     assert_eq!(
         a.local_mr(),

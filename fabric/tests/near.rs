@@ -6,20 +6,15 @@
 //! must not depend on other tests.
 #![cfg(have_libfabric)]
 
-use onesided_fabric::{AtomicOp, Datatype, Domain, Endpoint, Idle, MrMode, Provider, Remote};
-use onesided_fabric::{Request, Waiting};
+mod common;
+
+use onesided_fabric::{AtomicOp, Datatype, Endpoint, Idle, MrMode, Remote, Waiting};
 use onesided_shm::Mem;
 
 #[test]
 fn peers_on_the_node_reach_the_issuing_port() {
     for mr_mode in [MrMode::ALL, MrMode::VERBS] {
-        let req = Request {
-            provider: Some("tcp".into()),
-            mr_mode,
-            register_local: mr_mode == MrMode::VERBS,
-            ..Request::default()
-        };
-        let domain = Domain::open(Provider::find(&req).unwrap()).unwrap();
+        let domain = common::domain("tcp", mr_mode);
         // The target first: it takes the doorbell, so it alone offers a near address.
         let b = Endpoint::open(&domain, Idle::Wake).unwrap();
         let a = Endpoint::open(&domain, Idle::Wake).unwrap();

@@ -6,9 +6,9 @@
 //! kernel gives the process no `userfaultfd`, each test says so and checks the data only.
 #![cfg(have_libfabric)]
 
-use onesided_fabric::{
-    Domain, Endpoint, Idle, MrMode, Provider, Region, Remote, Request, Waiting, memory_monitor,
-};
+mod common;
+
+use onesided_fabric::{Endpoint, Idle, MrMode, Region, Remote, Waiting, memory_monitor};
 use onesided_shm::Mem;
 
 /// Larger than the bounce buffer, so it is registered (not copied).
@@ -22,13 +22,7 @@ struct Pair {
 }
 
 fn pair() -> Pair {
-    let req = Request {
-        provider: Some("tcp".into()),
-        mr_mode: MrMode::VERBS,
-        register_local: true,
-        ..Request::default()
-    };
-    let domain = Domain::open(Provider::find(&req).unwrap()).unwrap();
+    let domain = common::domain("tcp", MrMode::VERBS);
     let a = Endpoint::open(&domain, Idle::Poll).unwrap();
     assert!(a.local_mr());
     let b = Endpoint::open(&domain, Idle::Poll).unwrap();

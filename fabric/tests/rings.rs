@@ -9,45 +9,25 @@
 //! depend on other tests.
 #![cfg(have_libfabric)]
 
-use onesided_fabric::{Domain, Endpoint, Idle, Memory, MrMode, Provider, Request, Serve, Waiting};
+#[path = "common/adder.rs"]
+mod adder;
+mod common;
+
+use adder::Adder;
+use onesided_fabric::{Endpoint, Idle, MrMode, Waiting};
 use onesided_shm::Mem;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-/// Adds the u64 after the header (key, address) to the u64 the header names, and answers with
-/// the old value; an empty answer where the range is not registered.
-struct Add;
-
-impl Serve for Add {
-    fn serve(&self, request: &[u8], memory: &Memory<'_>, answer: &mut Vec<u8>) {
-        let word = |at: usize| u64::from_le_bytes(request[at..at + 8].try_into().unwrap());
-        let (key, addr, add) = (word(0), word(8), word(16));
-        let mut old = [0u8; 8];
-        let done = memory.update(key, addr, 8, |target| {
-            old.copy_from_slice(target);
-            let v = u64::from_le_bytes(old) + add;
-            target.copy_from_slice(&v.to_le_bytes());
-        });
-        if done {
-            answer.extend_from_slice(&old);
-        }
-    }
-}
-
 #[test]
 fn a_call_rings_the_peer_it_waits_for() {
     for provider in ["shm", "tcp"] {
-        let req = Request {
-            provider: Some(provider.into()),
-            mr_mode: MrMode::ALL,
-            ..Request::default()
-        };
-        let domain = Domain::open(Provider::find(&req).unwrap()).unwrap();
+        let domain = common::domain(provider, MrMode::ALL);
         // The callee first: it takes the doorbell.
         let b = Endpoint::open(&domain, Idle::Wake).unwrap();
         let a = Endpoint::open(&domain, Idle::Wake).unwrap();
-        a.serve_calls(Arc::new(Add)).unwrap();
-        b.serve_calls(Arc::new(Add)).unwrap();
+        a.serve_calls(Arc::new(Adder)).unwrap();
+        b.serve_calls(Arc::new(Adder)).unwrap();
         let region = b.register(Mem::alloc(1 << 12, 4096).unwrap()).unwrap();
         let key = region.key().unwrap();
         let rkey = a.map_key(&key).unwrap();
