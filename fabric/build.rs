@@ -1,6 +1,7 @@
 //! Finds libfabric with pkg-config and generates bindings with bindgen; the static inline calls
 //! (fi_write, fi_cntr_read, ...) get C wrappers through bindgen's `wrap_static_fns`, compiled
-//! with `cc`.
+//! with `cc`. The library itself is not linked: `src/library.rs` loads it at run time, and
+//! the calls it exports are left out of the bindings.
 //!
 //! Without libfabric the crate builds empty and dependents see no `have_libfabric` cfg, so the
 //! default build needs only the Rust toolchain. `ONESIDED_REQUIRE_FABRIC=1` turns a missing
@@ -54,9 +55,17 @@ fn main() {
     }
 }
 
+/// The calls libfabric exports: kept out of the bindings, since the library is not linked but
+/// loaded at run time and these are reached through `library.rs` (`fi_allocinfo`, a static
+/// inline, calls one of them).
+const EXPORTED: &str = "fi_(getinfo|dupinfo|freeinfo|allocinfo|fabric|open|strerror|version|\
+                        tostr|tostr_r|log|log_enabled|log_ready|param_define|param_get|\
+                        getparams|freeparams)";
+
 fn generate() -> Result<String, String> {
     let lib = pkg_config::Config::new()
         .atleast_version("1.17")
+        .cargo_metadata(false)
         .probe("libfabric")
         .map_err(|e| format!("pkg-config found no libfabric >= 1.17 ({e})"))?;
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
@@ -64,6 +73,7 @@ fn generate() -> Result<String, String> {
     let mut builder = bindgen::Builder::default()
         .header("wrapper.h")
         .allowlist_function("fi_.*")
+        .blocklist_function(EXPORTED)
         .allowlist_type("fi_.*|fid.*")
         .allowlist_var("FI_.*")
         .wrap_static_fns(true)
@@ -90,6 +100,17 @@ fn generate() -> Result<String, String> {
     }
     cc.try_compile("onesided_fabric_static_fns")
         .map_err(|e| format!("compiling the static-inline wrappers: {e}"))?;
+    if let Some(path) = lib
+        .link_paths
+        .iter()
+        .map(|dir| dir.join("libfabric.so.1"))
+        .find(|path| path.exists())
+    {
+        println!(
+            "cargo::rustc-env=ONESIDED_FABRIC_LIBRARY={}",
+            path.display()
+        );
+    }
     Ok(lib.version)
 }
 

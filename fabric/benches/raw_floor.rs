@@ -267,10 +267,8 @@ mod floor {
     pub fn origin(c: &mut Criterion) -> Result<()> {
         let providers =
             std::env::var("RAW_FLOOR_PROVIDERS").unwrap_or_else(|_| "tcp,shm".to_string());
-        println!(
-            "raw_floor libfabric={} target=busy-poll",
-            onesided_fabric::version()
-        );
+        let version = onesided_fabric::version().ctx("libfabric")?;
+        println!("raw_floor libfabric={version} target=busy-poll");
         for provider in providers
             .split(',')
             .map(str::trim)

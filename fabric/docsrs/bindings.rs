@@ -328,16 +328,10 @@ pub const FI_EOVERRUN: _bindgen_ty_1 = 268;
 pub const FI_ENORX: _bindgen_ty_1 = 269;
 pub const FI_ERRNO_MAX: _bindgen_ty_1 = 270;
 pub type _bindgen_ty_1 = ::std::os::raw::c_uint;
-unsafe extern "C" {
-    pub fn fi_strerror(errnum: ::std::os::raw::c_int) -> *const ::std::os::raw::c_char;
-}
 pub const FI_PATH_MAX: _bindgen_ty_2 = 256;
 pub const FI_NAME_MAX: _bindgen_ty_2 = 64;
 pub const FI_VERSION_MAX: _bindgen_ty_2 = 64;
 pub type _bindgen_ty_2 = ::std::os::raw::c_uint;
-unsafe extern "C" {
-    pub fn fi_version() -> u32;
-}
 pub type fid_t = *mut fid;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -754,26 +748,6 @@ impl Default for fid {
         }
     }
 }
-unsafe extern "C" {
-    pub fn fi_getinfo(
-        version: u32,
-        node: *const ::std::os::raw::c_char,
-        service: *const ::std::os::raw::c_char,
-        flags: u64,
-        hints: *const fi_info,
-        info: *mut *mut fi_info,
-    ) -> ::std::os::raw::c_int;
-}
-unsafe extern "C" {
-    pub fn fi_freeinfo(info: *mut fi_info);
-}
-unsafe extern "C" {
-    pub fn fi_dupinfo(info: *const fi_info) -> *mut fi_info;
-}
-unsafe extern "C" {
-    #[link_name = "fi_allocinfo__extern"]
-    pub fn fi_allocinfo() -> *mut fi_info;
-}
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
 pub struct fi_ops_fabric {
@@ -841,24 +815,6 @@ impl Default for fid_fabric {
             s.assume_init()
         }
     }
-}
-unsafe extern "C" {
-    pub fn fi_fabric(
-        attr: *mut fi_fabric_attr,
-        fabric: *mut *mut fid_fabric,
-        context: *mut ::std::os::raw::c_void,
-    ) -> ::std::os::raw::c_int;
-}
-unsafe extern "C" {
-    pub fn fi_open(
-        version: u32,
-        name: *const ::std::os::raw::c_char,
-        attr: *mut ::std::os::raw::c_void,
-        attr_len: usize,
-        flags: u64,
-        fid: *mut *mut fid,
-        context: *mut ::std::os::raw::c_void,
-    ) -> ::std::os::raw::c_int;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -1046,20 +1002,6 @@ pub const fi_type_FI_TYPE_CQ_FORMAT: fi_type = 26;
 pub const fi_type_FI_TYPE_LOG_LEVEL: fi_type = 27;
 pub const fi_type_FI_TYPE_LOG_SUBSYS: fi_type = 28;
 pub type fi_type = ::std::os::raw::c_uint;
-unsafe extern "C" {
-    pub fn fi_tostr(
-        data: *const ::std::os::raw::c_void,
-        datatype: fi_type,
-    ) -> *mut ::std::os::raw::c_char;
-}
-unsafe extern "C" {
-    pub fn fi_tostr_r(
-        buf: *mut ::std::os::raw::c_char,
-        len: usize,
-        data: *const ::std::os::raw::c_void,
-        datatype: fi_type,
-    ) -> *mut ::std::os::raw::c_char;
-}
 pub const fi_param_type_FI_PARAM_STRING: fi_param_type = 0;
 pub const fi_param_type_FI_PARAM_INT: fi_param_type = 1;
 pub const fi_param_type_FI_PARAM_BOOL: fi_param_type = 2;
@@ -1081,15 +1023,6 @@ impl Default for fi_param {
             s.assume_init()
         }
     }
-}
-unsafe extern "C" {
-    pub fn fi_getparams(
-        params: *mut *mut fi_param,
-        count: *mut ::std::os::raw::c_int,
-    ) -> ::std::os::raw::c_int;
-}
-unsafe extern "C" {
-    pub fn fi_freeparams(params: *mut fi_param);
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]

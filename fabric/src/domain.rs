@@ -2,6 +2,7 @@
 
 use crate::error::{FiError, check};
 use crate::info::Provider;
+use crate::library::library;
 use crate::sys;
 use std::ptr;
 use std::sync::Arc;
@@ -47,10 +48,11 @@ impl Domain {
             domain: ptr::null_mut(),
         };
         let info = d.provider.raw();
+        let lib = library()?;
         // SAFETY: info is a valid fi_info owned by `d.provider`; the out-pointer is written on
         // success and closed by Drop.
         check("fi_fabric", unsafe {
-            sys::fi_fabric((*info).fabric_attr, &mut d.fabric, ptr::null_mut())
+            (lib.fabric)((*info).fabric_attr, &mut d.fabric, ptr::null_mut())
         })?;
         // SAFETY: the fabric is open; the domain is closed by Drop before the fabric.
         check("fi_domain", unsafe {

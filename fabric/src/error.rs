@@ -1,5 +1,6 @@
 //! libfabric errors with their `fi_strerror` text.
 
+use crate::library::loaded;
 use crate::sys;
 use std::ffi::CStr;
 use std::fmt;
@@ -33,11 +34,22 @@ impl FiError {
         }
     }
 
-    /// The `fi_strerror` text of the code.
+    /// The `fi_strerror` text of the code; the system's text of an errno value where libfabric
+    /// is not loaded (an error of loading it).
     pub fn text(&self) -> String {
+        let Some(lib) = loaded() else {
+            let mut buf = [0 as libc::c_char; 128];
+            // SAFETY: `buf` is writable for its length; strerror_r writes a NUL-terminated text
+            // into it, or fails and leaves it as it was (zeroed: an empty string).
+            unsafe { libc::strerror_r(self.code, buf.as_mut_ptr(), buf.len()) };
+            // SAFETY: `buf` was zeroed and strerror_r NUL-terminates what it writes within it.
+            return unsafe { CStr::from_ptr(buf.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
+        };
         // SAFETY: fi_strerror accepts any int and returns a pointer to a static NUL-terminated
         // string (libfabric's table, or strerror's for errno values).
-        unsafe { CStr::from_ptr(sys::fi_strerror(self.code)) }
+        unsafe { CStr::from_ptr((lib.strerror)(self.code)) }
             .to_string_lossy()
             .into_owned()
     }

@@ -1,6 +1,7 @@
 //! Choosing a provider: `fi_getinfo` for reliable-datagram endpoints with RMA and atomics.
 
 use crate::error::{FiError, check};
+use crate::library::{Library, library, loaded};
 use crate::sys;
 use std::ffi::{CStr, CString};
 use std::ptr;
@@ -97,11 +98,13 @@ fn api_version() -> u32 {
     (sys::FI_MAJOR_VERSION << 16) | sys::FI_MINOR_VERSION
 }
 
-/// The version of the libfabric library loaded at run time, as "major.minor".
-pub fn version() -> String {
+/// The version of the libfabric library loaded at run time, as "major.minor" (loading it, if
+/// no provider was opened yet).
+pub fn version() -> Result<String, FiError> {
+    let lib = library()?;
     // SAFETY: fi_version has no preconditions.
-    let v = unsafe { sys::fi_version() };
-    format!("{}.{}", v >> 16, v & 0xffff)
+    let v = unsafe { (lib.version)() };
+    Ok(format!("{}.{}", v >> 16, v & 0xffff))
 }
 
 /// A list of `fi_info` structures owned by this value (freed with `fi_freeinfo`).
@@ -109,23 +112,32 @@ struct InfoList(*mut sys::fi_info);
 
 impl Drop for InfoList {
     fn drop(&mut self) {
-        if !self.0.is_null() {
+        // A list is only ever made by the loaded library.
+        if let Some(lib) = loaded().filter(|_| !self.0.is_null()) {
             // SAFETY: the list came from fi_getinfo or fi_dupinfo and is freed once, here.
-            unsafe { sys::fi_freeinfo(self.0) }
+            unsafe { (lib.freeinfo)(self.0) }
         }
     }
 }
 
+/// A copy of the one `fi_info` at `info` (`NULL`: a fresh, zeroed one with its attribute
+/// structs allocated, as `fi_allocinfo`), owned by the returned list.
+fn dupinfo(lib: &Library, info: *const sys::fi_info) -> Result<InfoList, FiError> {
+    // SAFETY: `info` is NULL or a valid element of a list from fi_getinfo; fi_dupinfo copies
+    // only that element.
+    let one = unsafe { (lib.dupinfo)(info) };
+    if one.is_null() {
+        return Err(FiError::new("fi_dupinfo", -(libc::ENOMEM as i64)));
+    }
+    Ok(InfoList(one))
+}
+
 /// Run `fi_getinfo` for `req`; `rma_atomic` asks for RMA and atomics (else any RDM provider).
 fn getinfo(req: &Request, rma_atomic: bool) -> Result<InfoList, FiError> {
-    // SAFETY: fi_allocinfo returns a zeroed fi_info with its attribute structs allocated, or
-    // NULL; it is owned by `hints` and freed by fi_freeinfo (which also frees prov_name, so
-    // that string is given by strdup).
-    let hints = InfoList(unsafe { sys::fi_allocinfo() });
-    if hints.0.is_null() {
-        return Err(FiError::new("fi_allocinfo", -(libc::ENOMEM as i64)));
-    }
-    // SAFETY: `hints.0` and its attribute pointers are valid allocations from fi_allocinfo,
+    let lib = library()?;
+    // Freed by fi_freeinfo, which also frees prov_name: that string is given by strdup.
+    let hints = dupinfo(lib, ptr::null())?;
+    // SAFETY: `hints.0` and its attribute pointers are valid allocations from fi_dupinfo,
     // written only here before the call.
     unsafe {
         let h = &mut *hints.0;
@@ -150,7 +162,7 @@ fn getinfo(req: &Request, rma_atomic: bool) -> Result<InfoList, FiError> {
     let mut out = ptr::null_mut();
     // SAFETY: hints is a valid fi_info; `out` receives a list owned by the returned InfoList.
     let ret = unsafe {
-        sys::fi_getinfo(
+        (lib.getinfo)(
             api_version(),
             ptr::null(),
             ptr::null(),
@@ -200,13 +212,8 @@ impl Provider {
         if list.0.is_null() {
             return Err(FiError::new("fi_getinfo", -(sys::FI_ENODATA as i64)));
         }
-        // SAFETY: list.0 is a valid fi_info; fi_dupinfo copies only that element.
-        let one = unsafe { sys::fi_dupinfo(list.0) };
-        if one.is_null() {
-            return Err(FiError::new("fi_dupinfo", -(libc::ENOMEM as i64)));
-        }
         Ok(Provider {
-            info: InfoList(one),
+            info: dupinfo(library()?, list.0)?,
             register_local: req.register_local,
         })
     }
@@ -215,16 +222,12 @@ impl Provider {
     /// domain (NIC, interface) of each provider.
     pub fn find_all(req: &Request) -> Result<Vec<Provider>, FiError> {
         let list = getinfo(req, true)?;
+        let lib = library()?;
         let mut out = Vec::new();
         let mut at = list.0;
         while !at.is_null() {
-            // SAFETY: `at` walks the list owned by `list`; fi_dupinfo copies only that element.
-            let one = unsafe { sys::fi_dupinfo(at) };
-            if one.is_null() {
-                return Err(FiError::new("fi_dupinfo", -(libc::ENOMEM as i64)));
-            }
             out.push(Provider {
-                info: InfoList(one),
+                info: dupinfo(lib, at)?,
                 register_local: req.register_local,
             });
             // SAFETY: `at` is a valid element of the list; `next` is the following one or NULL.

@@ -30,6 +30,9 @@
 //! [`Endpoint::call`] through its [`Serve`], which reaches the memory registered for peers
 //! ([`Memory`]): work the target does on its own memory in one message each way.
 //!
+//! The library is loaded at run time, when a call first needs it ([`load`]): a program that
+//! uses onesided over shared memory only never loads it.
+//!
 //! Built only when libfabric was found (cfg `have_libfabric`); see `build.rs`. On docs.rs, which
 //! has no libfabric, the bindings checked in under `docsrs/` stand in, so this documentation is
 //! the full API (`ONESIDED_WRITE_DOCSRS_BINDINGS=1 cargo build -p onesided-fabric` regenerates
@@ -63,6 +66,8 @@ mod gather;
 #[cfg(have_libfabric)]
 mod info;
 #[cfg(have_libfabric)]
+mod library;
+#[cfg(have_libfabric)]
 mod mail;
 #[cfg(have_libfabric)]
 mod monitor;
@@ -95,6 +100,8 @@ pub use endpoint::{Endpoint, Idle, Peer};
 pub use error::FiError;
 #[cfg(have_libfabric)]
 pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, version};
+#[cfg(have_libfabric)]
+pub use library::load;
 #[cfg(have_libfabric)]
 pub use mail::{BODY_MAX as CALL_MAX, Memory, Serve};
 #[cfg(have_libfabric)]

@@ -7,11 +7,11 @@
 pub fn providers() -> String {
     use onesided_fabric as fi;
     use std::fmt::Write;
-    let mut out = format!(
-        "libfabric: built against {}, loaded {}\n",
-        fi::BUILT_WITH.unwrap_or("?"),
-        fi::version()
-    );
+    let built = fi::BUILT_WITH.unwrap_or("?");
+    let mut out = match fi::version() {
+        Ok(loaded) => format!("libfabric: built against {built}, loaded {loaded}\n"),
+        Err(e) => return format!("libfabric: built against {built}, not loaded: {e}\n"),
+    };
     let list = match fi::list() {
         Ok(l) => l,
         Err(e) => return format!("{out}no providers: {e}\n"),

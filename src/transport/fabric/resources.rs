@@ -90,6 +90,12 @@ fn open_domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
         delivery_complete: true,
         register_local: config.mr_mode == MrMode::Verbs,
     };
+    fi::load().map_err(|e| {
+        Error::new(
+            ErrorClass::Other,
+            format!("the fabric transport needs libfabric, which this process cannot load: {e}"),
+        )
+    })?;
     #[cfg(feature = "hwloc")]
     let found = crate::transport::nic::find_provider(&req);
     #[cfg(not(feature = "hwloc"))]
