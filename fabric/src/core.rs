@@ -6,13 +6,14 @@ use crate::domain::Domain;
 use crate::doorbell::{Doorbell, KNOCK_EVERY, Knocker, readable};
 use crate::error::FiError;
 use crate::info::MrMode;
+use crate::ledger::{Ledger, Tracked};
 use crate::mail::{Mail, RECEIVE};
 use crate::port::Port;
 use crate::region::Registered;
 use crate::stage::{Pool, Staged};
 use crate::stamp::Stamps;
 use crate::sys;
-use crate::track::{Context, Track};
+use crate::track::{Context, Outcome, Slot};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -60,7 +61,7 @@ pub(crate) struct Core {
     /// peers on this node do where the endpoint holds the doorbell (`Endpoint::near_name`).
     pub(crate) serve: Option<Port>,
     /// The operations in flight, settled by whichever thread reads their completions.
-    pub(crate) track: Mutex<Track<Staged>>,
+    pub(crate) track: Ledger,
     /// The regions registered on this endpoint, by address range.
     pub(crate) registered: Mutex<Registered>,
     /// When the owning thread last issued or waited for an operation (a stamp of `stamps`).
@@ -243,9 +244,9 @@ impl Core {
         self.serve.as_ref().map_or(self.out.ep, |s| s.ep)
     }
 
-    /// The completion bookkeeping, also after a panic of another thread holding it.
-    pub(crate) fn track(&self) -> std::sync::MutexGuard<'_, Track<Staged>> {
-        self.track.lock().unwrap_or_else(|p| p.into_inner())
+    /// The completion bookkeeping, locked.
+    pub(crate) fn track(&self) -> Tracked<'_> {
+        self.track.lock()
     }
 
     /// The regions registered on this endpoint, also after a panic of another thread holding
@@ -259,10 +260,22 @@ impl Core {
     /// it round after round: the serving port, whose every poll costs a look at its wait set,
     /// is polled only every `SERVE_EVERY`-th round.
     pub(crate) fn poll(&self) {
-        self.poll_issuing();
+        self.poll_issuing(None);
         if self.next_round() {
             self.poll_serving();
         }
+    }
+
+    /// [`Core::poll`], then the outcome of `slot`'s operation if it has settled (the slot is
+    /// free again then), taken under the lock the poll settles completions with. Where the poll
+    /// found nothing and no completion was settled since the wait last looked (`seen`, as in
+    /// [`Ledger::changed`]), the bookkeeping is not looked at.
+    pub(crate) fn poll_take(&self, slot: Slot, seen: &mut Option<u64>) -> Option<Outcome<Staged>> {
+        let out = self.poll_issuing(Some((slot, seen)));
+        if self.next_round() {
+            self.poll_serving();
+        }
+        out
     }
 
     /// Drive both ports, for waits on what peers do: every round those that peers address,
@@ -272,7 +285,7 @@ impl Core {
     /// us against 10.04 with the serving port polled every round, get 10.00 against 10.11).
     pub(crate) fn poll_for_peers(&self) {
         if self.serve.is_none() {
-            self.poll_issuing();
+            self.poll_issuing(None);
             return;
         }
         let near = self.near.load(Ordering::Relaxed);
@@ -282,13 +295,13 @@ impl Core {
             self.poll_serving();
         }
         if near || round {
-            self.poll_issuing();
+            self.poll_issuing(None);
         }
     }
 
     /// Drive both ports.
     pub(crate) fn poll_all(&self) {
-        self.poll_issuing();
+        self.poll_issuing(None);
         self.poll_serving();
     }
 
@@ -301,15 +314,16 @@ impl Core {
         n.is_multiple_of(SERVE_EVERY)
     }
 
-    /// Progress the issuing port and settle the operations whose completions it gives.
-    fn poll_issuing(&self) {
+    /// Progress the issuing port and settle the operations whose completions it gives; with
+    /// `slot`, then take its outcome if settled.
+    fn poll_issuing(&self, slot: Option<(Slot, &mut Option<u64>)>) -> Option<Outcome<Staged>> {
         if let Some(mail) = self.mail.get() {
             mail.retry(self);
         }
         let mut entries = [sys::fi_cq_entry::default(); BATCH];
         // SAFETY: the queue is open; `entries` has room for BATCH FI_CQ_FORMAT_CONTEXT entries.
         let ret = unsafe { sys::fi_cq_read(self.out.cq, entries.as_mut_ptr().cast(), BATCH) };
-        self.settle(ret, &entries);
+        self.settle(ret, &entries, slot)
     }
 
     /// Progress the serving port (the target side of the peers' operations): nothing is
@@ -390,31 +404,46 @@ impl Core {
         }
     }
 
-    /// Settle what one read of the queue returned: `ret` entries, or an error entry waiting.
-    fn settle(&self, ret: isize, entries: &[sys::fi_cq_entry]) {
+    /// Settle what one read of the queue returned: `ret` entries, or an error entry waiting;
+    /// with `slot`, then take its outcome if settled, under the same lock (one lock of the
+    /// bookkeeping per look, where a wait for a read took two).
+    fn settle(
+        &self,
+        ret: isize,
+        entries: &[sys::fi_cq_entry],
+        slot: Option<(Slot, &mut Option<u64>)>,
+    ) -> Option<Outcome<Staged>> {
         if ret == -(sys::FI_EAVAIL as isize) {
             self.read_error();
-            return;
         }
-        let Ok(n) = usize::try_from(ret) else {
-            return;
+        let n = usize::try_from(ret).unwrap_or(0).min(entries.len());
+        let (slot, moved) = match slot {
+            Some((s, seen)) => (Some(s), self.track.changed(seen)),
+            None => (None, false),
         };
-        let entries = &entries[..n.min(entries.len())];
+        if n == 0 && !moved {
+            return None;
+        }
         let mut track = self.track();
-        let freed: Vec<Staged> = entries
+        let freed: Vec<Staged> = entries[..n]
             .iter()
             .map(|e| e.op_context as Context)
             .filter(|&ctx| ctx & RECEIVE == 0)
             .filter_map(|ctx| track.settle(ctx, None))
             .collect();
+        if n > 0 {
+            track.moved();
+        }
+        let out = slot.and_then(|s| track.take(s));
         drop(track);
         drop(freed);
-        for e in entries
+        for e in entries[..n]
             .iter()
             .filter(|e| e.op_context as Context & RECEIVE != 0)
         {
             self.receive(e.op_context as Context, false);
         }
+        out
     }
 
     fn read_error(&self) {
@@ -447,7 +476,10 @@ impl Core {
             err.err,
             text
         );
-        let freed = self.track().settle(err.op_context as Context, Some(text));
+        let mut track = self.track();
+        let freed = track.settle(err.op_context as Context, Some(text));
+        track.moved();
+        drop(track);
         drop(freed);
     }
 }

@@ -165,6 +165,10 @@ impl Endpoint {
     pub(crate) fn launch(&self, keep_waiting: &dyn Fn() -> Waiting) {
         let b = {
             let mut g = self.gathering.borrow_mut();
+            // Looked at before it is taken: most calls find no batch, and taking moves it.
+            if g.open.is_none() {
+                return;
+            }
             let Some(b) = g.open.take() else {
                 return;
             };

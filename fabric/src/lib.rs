@@ -66,6 +66,10 @@ mod gather;
 #[cfg(have_libfabric)]
 mod info;
 #[cfg(have_libfabric)]
+mod latch;
+#[cfg(have_libfabric)]
+mod ledger;
+#[cfg(have_libfabric)]
 mod library;
 #[cfg(have_libfabric)]
 mod mail;

@@ -53,6 +53,10 @@ pub(crate) struct Track<K> {
     peers: Vec<PeerCount>,
     slots: Vec<State<K>>,
     free: Vec<u32>,
+    /// Operations in flight to all peers, and peers with a failure for their next flush: both
+    /// zero, every flush would return at once ([`Track::quiet`]).
+    in_flight: u64,
+    failures: u32,
 }
 
 impl<K> Default for Track<K> {
@@ -61,6 +65,8 @@ impl<K> Default for Track<K> {
             peers: Vec::new(),
             slots: Vec::new(),
             free: Vec::new(),
+            in_flight: 0,
+            failures: 0,
         }
     }
 }
@@ -77,6 +83,7 @@ fn slot_of(ctx: Context) -> Option<usize> {
 }
 
 impl<K> Track<K> {
+    #[inline]
     fn peer(&mut self, peer: u32) -> &mut PeerCount {
         let i = peer as usize;
         if self.peers.len() <= i {
@@ -87,6 +94,7 @@ impl<K> Track<K> {
 
     /// Note an operation to `peer` about to be posted; with `slot`, it gets a slot that keeps
     /// `keep` until it settles. Returns its context value and its slot.
+    #[inline]
     pub(crate) fn issue(
         &mut self,
         peer: u32,
@@ -94,6 +102,7 @@ impl<K> Track<K> {
         keep: Option<K>,
     ) -> (Context, Option<Slot>) {
         self.peer(peer).issued += 1;
+        self.in_flight += 1;
         if !slot {
             return (u64::from(peer), None);
         }
@@ -118,6 +127,7 @@ impl<K> Track<K> {
     /// slot kept.
     pub(crate) fn withdraw(&mut self, ctx: Context) -> Option<K> {
         self.peer(peer_of(ctx) as u32).issued -= 1;
+        self.in_flight -= 1;
         let s = slot_of(ctx)?;
         let keep = match std::mem::replace(&mut self.slots[s], State::Free) {
             State::Pending { keep, .. } => keep,
@@ -130,12 +140,14 @@ impl<K> Track<K> {
     /// The operation of `ctx` completed (`error: None`) or failed. Returns what its slot kept
     /// when nobody will take it any more (the caller drops it); the failure of an operation
     /// counted only or abandoned goes to the next flush of its peer.
+    #[inline]
     pub(crate) fn settle(&mut self, ctx: Context, error: Option<String>) -> Option<K> {
+        self.in_flight = self.in_flight.saturating_sub(1);
         let peer = self.peer(peer_of(ctx) as u32);
         peer.settled += 1;
         let Some(s) = slot_of(ctx) else {
-            if peer.error.is_none() {
-                peer.error = error;
+            if let Some(e) = error {
+                self.failed(peer_of(ctx) as u32, e);
             }
             return None;
         };
@@ -172,7 +184,16 @@ impl<K> Track<K> {
         if p.busy() {
             return None;
         }
-        Some(p.error.take().map_or(Ok(()), Err))
+        let error = p.error.take();
+        self.failures = self.failures.saturating_sub(u32::from(error.is_some()));
+        Some(error.map_or(Ok(()), Err))
+    }
+
+    /// Whether nothing is in flight to any peer and no failure waits for a flush: a flush of
+    /// any peer would return `Some(Ok)`.
+    #[inline]
+    pub(crate) fn quiet(&self) -> bool {
+        self.in_flight == 0 && self.failures == 0
     }
 
     /// Whether operations to `peer` are in flight.
@@ -191,6 +212,7 @@ impl<K> Track<K> {
     }
 
     /// The outcome of `slot`'s operation once settled (the slot is free again then).
+    #[inline]
     pub(crate) fn take(&mut self, slot: Slot) -> Option<Outcome<K>> {
         let state = self.slots.get_mut(slot.0 as usize)?;
         let out = match std::mem::replace(state, State::Free) {
@@ -236,6 +258,7 @@ impl<K> Track<K> {
         let p = self.peer(peer);
         if p.error.is_none() {
             p.error = Some(error);
+            self.failures += 1;
         }
     }
 
@@ -255,6 +278,33 @@ impl<K> Track<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quiet_until_every_operation_settles_and_every_failure_is_flushed() {
+        let mut t: Track<()> = Track::default();
+        assert!(t.quiet());
+        let (a, _) = t.issue(0, false, None);
+        let (b, slot) = t.issue(1, true, None);
+        assert!(!t.quiet());
+        t.settle(b, None);
+        assert!(!t.quiet(), "a counted operation is still in flight");
+        assert!(t.take(slot.unwrap()).is_some());
+        t.settle(a, Some("lost".into()));
+        assert!(!t.quiet(), "a failure waits for the flush of peer 0");
+        assert_eq!(t.flushed(1), Some(Ok(())));
+        assert!(!t.quiet());
+        assert_eq!(t.flushed(0), Some(Err("lost".into())));
+        assert!(t.quiet());
+        let (c, _) = t.issue(2, false, None);
+        assert!(t.withdraw(c).is_none());
+        assert!(t.quiet(), "a withdrawn operation is not in flight");
+        let (_, slot) = t.issue(3, true, None);
+        assert!(t.abandon(slot.unwrap()).is_none());
+        assert!(
+            !t.quiet(),
+            "an abandoned operation is in flight until it settles"
+        );
+    }
 
     #[test]
     fn a_flush_waits_for_its_peer_only() {
