@@ -260,10 +260,7 @@ impl Core {
     /// it round after round: the serving port, whose every poll costs a look at its wait set,
     /// is polled only every `SERVE_EVERY`-th round.
     pub(crate) fn poll(&self) {
-        self.poll_issuing(None);
-        if self.next_round() {
-            self.poll_serving();
-        }
+        self.poll_with(None);
     }
 
     /// [`Core::poll`], then the outcome of `slot`'s operation if it has settled (the slot is
@@ -271,7 +268,12 @@ impl Core {
     /// found nothing and no completion was settled since the wait last looked (`seen`, as in
     /// [`Ledger::changed`]), the bookkeeping is not looked at.
     pub(crate) fn poll_take(&self, slot: Slot, seen: &mut Option<u64>) -> Option<Outcome<Staged>> {
-        let out = self.poll_issuing(Some((slot, seen)));
+        self.poll_with(Some((slot, seen)))
+    }
+
+    /// The round of [`Core::poll`], taking `slot`'s outcome as [`Core::poll_take`] where given.
+    fn poll_with(&self, slot: Option<(Slot, &mut Option<u64>)>) -> Option<Outcome<Staged>> {
+        let out = self.poll_issuing(slot);
         if self.next_round() {
             self.poll_serving();
         }
