@@ -427,23 +427,30 @@ impl Core {
             return None;
         }
         let mut track = self.track();
-        let freed: Vec<Staged> = entries[..n]
-            .iter()
-            .map(|e| e.op_context as Context)
-            .filter(|&ctx| ctx & RECEIVE == 0)
-            .filter_map(|ctx| track.settle(ctx, None))
-            .collect();
+        // Dropped after the lock is given back; no allocation unless a settle hands one back.
+        let mut freed = Vec::new();
+        let mut received = false;
+        for e in &entries[..n] {
+            let ctx = e.op_context as Context;
+            if ctx & RECEIVE != 0 {
+                received = true;
+            } else if let Some(k) = track.settle(ctx, None) {
+                freed.push(k);
+            }
+        }
         if n > 0 {
             track.moved();
         }
         let out = slot.and_then(|s| track.take(s));
         drop(track);
         drop(freed);
-        for e in entries[..n]
-            .iter()
-            .filter(|e| e.op_context as Context & RECEIVE != 0)
-        {
-            self.receive(e.op_context as Context, false);
+        if received {
+            for e in &entries[..n] {
+                let ctx = e.op_context as Context;
+                if ctx & RECEIVE != 0 {
+                    self.receive(ctx, false);
+                }
+            }
         }
         out
     }

@@ -162,13 +162,20 @@ impl Endpoint {
 
     /// Post the open batch, if any, as one read (before any other operation, and whenever
     /// someone waits); a batch nobody waits for any more is dropped unposted.
+    #[inline]
     pub(crate) fn launch(&self, keep_waiting: &dyn Fn() -> Waiting) {
+        // Looked at before it is taken, here where the call inlines: most calls find no batch,
+        // and taking moves it.
+        if self.gathering.borrow().open.is_some() {
+            self.launch_open(keep_waiting);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn launch_open(&self, keep_waiting: &dyn Fn() -> Waiting) {
         let b = {
             let mut g = self.gathering.borrow_mut();
-            // Looked at before it is taken: most calls find no batch, and taking moves it.
-            if g.open.is_none() {
-                return;
-            }
             let Some(b) = g.open.take() else {
                 return;
             };

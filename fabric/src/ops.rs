@@ -113,10 +113,20 @@ impl Endpoint {
     ///
     /// # Safety
     /// The memory must stay valid until the returned value is dropped.
+    #[inline]
     pub(crate) unsafe fn lend(&self, addr: usize, len: usize) -> Result<Lent, FiError> {
         if !self.local_mr {
             return Ok(Lent::Direct(ptr::null_mut()));
         }
+        // SAFETY: as for this call.
+        unsafe { self.lend_local(addr, len) }
+    }
+
+    /// [`Endpoint::lend`] where the provider needs registered local buffers.
+    ///
+    /// # Safety
+    /// As for [`Endpoint::lend`].
+    unsafe fn lend_local(&self, addr: usize, len: usize) -> Result<Lent, FiError> {
         if let Some(desc) = self.core.registered().find(addr, len) {
             return Ok(Lent::Direct(desc));
         }

@@ -141,15 +141,11 @@ impl<'a> Window<'a> {
     /// `target`'s extent, or MPI_ERR_RANK.
     #[inline]
     fn extent(&self, target: usize) -> Result<Extent> {
-        self.extents.get(target).copied().ok_or_else(|| {
-            Error::new(
-                ErrorClass::Rank,
-                format!(
-                    "rank {target} outside a window of {} ranks",
-                    self.extents.len()
-                ),
-            )
-        })
+        let ranks = self.extents.len();
+        self.extents
+            .get(target)
+            .copied()
+            .ok_or_else(|| not_in_group(target, ranks))
     }
 
     /// Check an RMA call's `len` bytes at displacement `disp` of `target` (MPI_ERR_RANK,
@@ -182,13 +178,7 @@ impl<'a> Window<'a> {
         let off = disp.checked_mul(e.disp_unit);
         match off.and_then(|o| o.checked_add(len)) {
             Some(end) if end <= e.size => Ok(end - len),
-            _ => Err(Error::new(
-                ErrorClass::RmaRange,
-                format!(
-                    "{len} bytes at displacement {disp} (unit {}) outside rank {target}'s window of {} bytes",
-                    e.disp_unit, e.size
-                ),
-            )),
+            _ => Err(outside(target, disp, len, e)),
         }
     }
 
@@ -330,4 +320,26 @@ impl Drop for Window<'_> {
     fn drop(&mut self) {
         let _ = self.release();
     }
+}
+
+/// MPI_ERR_RANK for `target` in a window of `ranks` ranks (out of line: the calls that check
+/// inline).
+#[cold]
+fn not_in_group(target: usize, ranks: usize) -> Error {
+    Error::new(
+        ErrorClass::Rank,
+        format!("rank {target} outside a window of {ranks} ranks"),
+    )
+}
+
+/// MPI_ERR_RMA_RANGE for `len` bytes at displacement `disp` of `target`'s window `e`.
+#[cold]
+fn outside(target: usize, disp: usize, len: usize, e: Extent) -> Error {
+    Error::new(
+        ErrorClass::RmaRange,
+        format!(
+            "{len} bytes at displacement {disp} (unit {}) outside rank {target}'s window of {} bytes",
+            e.disp_unit, e.size
+        ),
+    )
 }

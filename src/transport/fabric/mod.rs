@@ -237,16 +237,13 @@ impl<'a> FabricTransport<'a> {
     }
 
     /// `target`, or MPI_ERR_RANK.
+    #[inline]
     fn target(&self, target: usize) -> Result<&Target> {
-        self.targets.get(target).ok_or_else(|| {
-            Error::new(
-                ErrorClass::Rank,
-                format!("rank {target} not served by the fabric"),
-            )
-        })
+        self.targets.get(target).ok_or_else(|| unserved(target))
     }
 
     /// Where `len` bytes at `offset` of `target`'s `space` are, or RMA_RANGE.
+    #[inline]
     fn at(&self, target: usize, space: Space, offset: usize, len: usize) -> Result<fi::Remote> {
         let t = self.target(target)?;
         let r = match space {
@@ -264,13 +261,7 @@ impl<'a> FabricTransport<'a> {
                 addr: r.base + offset as u64,
                 key: r.key,
             }),
-            _ => Err(Error::new(
-                ErrorClass::RmaRange,
-                format!(
-                    "{len} bytes at offset {offset} outside rank {target}'s {} bytes",
-                    r.len
-                ),
-            )),
+            _ => Err(outside(target, offset, len, r.len)),
         }
     }
 
@@ -308,6 +299,25 @@ impl<'a> FabricTransport<'a> {
         targets.dedup();
         targets
     }
+}
+
+/// MPI_ERR_RANK for a rank the fabric does not serve (out of line: the calls that check
+/// inline).
+#[cold]
+fn unserved(target: usize) -> Error {
+    Error::new(
+        ErrorClass::Rank,
+        format!("rank {target} not served by the fabric"),
+    )
+}
+
+/// MPI_ERR_RMA_RANGE for `len` bytes at `offset` of a space of `size` bytes of `target`.
+#[cold]
+fn outside(target: usize, offset: usize, len: usize, size: usize) -> Error {
+    Error::new(
+        ErrorClass::RmaRange,
+        format!("{len} bytes at offset {offset} outside rank {target}'s {size} bytes"),
+    )
 }
 
 impl Transport for FabricTransport<'_> {
