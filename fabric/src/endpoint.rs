@@ -414,13 +414,19 @@ impl Endpoint {
     /// for a provider that gives FI_DELIVERY_COMPLETE); the first failure of an operation not
     /// waited for on its own is reported here, once. `keep_waiting` is asked every few
     /// milliseconds and ends the wait with an error when it says no (a peer known to be dead).
+    #[inline]
     pub fn flush(&self, peer: Peer, keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
         self.launch(keep_waiting);
         // Nothing in flight and no failure to report: the common flush after blocking
-        // operations, answered without the bookkeeping's lock.
+        // operations, answered without the bookkeeping's lock, here where the call inlines.
         if self.core.track.quiet() {
             return Ok(());
         }
+        self.flush_wait(peer, keep_waiting)
+    }
+
+    /// [`Endpoint::flush`] where something is in flight or a failure waits.
+    fn flush_wait(&self, peer: Peer, keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
         let mut patience = Patience::new(&self.core, keep_waiting);
         let mut seen = None;
         loop {

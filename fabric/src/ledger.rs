@@ -38,6 +38,7 @@ impl Ledger {
 
     /// Whether nothing is in flight and no failure waits for a flush. Only the thread that
     /// issues operations can rely on a `true`: no other thread adds to what is in flight.
+    #[inline]
     pub(crate) fn quiet(&self) -> bool {
         self.quiet.load(Ordering::Acquire)
     }
