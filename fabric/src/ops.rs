@@ -118,7 +118,7 @@ impl Endpoint {
         if !self.local_mr {
             return Ok(Lent::Direct(ptr::null_mut()));
         }
-        // SAFETY: as for this call.
+        // SAFETY: `lend_local` asks what `lend` asks, and the caller guarantees it.
         unsafe { self.lend_local(addr, len) }
     }
 
