@@ -211,13 +211,18 @@ impl Mail {
         id: u64,
         body: &[&[u8]],
     ) -> Result<Option<Option<Slot>>, FiError> {
-        self.post_send(core, peer, &message(REQUEST, from, id, body), true)
+        let len = body.iter().map(|p| p.len()).sum();
+        let head = envelope(REQUEST, from, id, len);
+        let parts: Vec<&[u8]> = std::iter::once(&head[..])
+            .chain(body.iter().copied())
+            .collect();
+        self.post_send(core, peer, &parts, true)
     }
 
     /// Send an answer to `peer`: left to settle on its own, and when the provider refuses it
     /// for now, kept for the next poll.
     fn answer_to(&self, core: &Core, peer: Peer, msg: Vec<u8>) {
-        match self.post_send(core, peer, &msg, false) {
+        match self.post_send(core, peer, &[&msg], false) {
             Ok(Some(_)) => {}
             Ok(None) => self.later(|m| lock(&m.outbox).push_back((peer, msg))),
             // The peer is gone (its call with it), or the provider failed: nothing waits here
@@ -226,27 +231,31 @@ impl Mail {
         }
     }
 
-    /// Post `msg` to `peer`: injected up to the inject size, else from a buffer the endpoint
-    /// owns until the send settles (counted for the peer's flush), with `slot` in a slot of its
-    /// own (returned), else settling alone. `None` where the provider refuses it for now.
+    /// Post the message made of `parts` to `peer`: injected up to the inject size, else from a
+    /// buffer the endpoint owns until the send settles (counted for the peer's flush; the parts
+    /// are copied straight into it), with `slot` in a slot of its own (returned), else settling
+    /// alone. `None` where the provider refuses it for now.
     fn post_send(
         &self,
         core: &Core,
         peer: Peer,
-        msg: &[u8],
+        parts: &[&[u8]],
         slot: bool,
     ) -> Result<Option<Option<Slot>>, FiError> {
-        if msg.len() <= self.inject {
+        let len = parts.iter().map(|p| p.len()).sum();
+        if len <= self.inject {
+            let msg = parts.concat();
             // SAFETY: the endpoint is open; the provider copies `msg` before it returns.
-            let ret =
-                unsafe { sys::fi_inject(core.ep(), msg.as_ptr().cast(), msg.len(), peer.addr) };
+            let ret = unsafe { sys::fi_inject(core.ep(), msg.as_ptr().cast(), len, peer.addr) };
             if ret == -(sys::FI_EAGAIN as isize) {
                 return Ok(None);
             }
             return check("fi_inject", ret as i64).map(|_| Some(None));
         }
-        let staged = Staged::new(core, msg.len(), false)?;
-        staged.write(0, msg)?;
+        let staged = Staged::new(core, len, false)?;
+        parts
+            .iter()
+            .try_fold(0, |at, p| staged.write(at, p).map(|()| at + p.len()))?;
         let addr = staged.mem().addr();
         let (ctx, own) = core.track().issue(peer.index, true, Some(staged));
         // SAFETY: the endpoint is open; the buffer is kept by the operation's slot until the
@@ -255,7 +264,7 @@ impl Mail {
             sys::fi_send(
                 core.ep(),
                 addr as *const libc::c_void,
-                msg.len(),
+                len,
                 std::ptr::null_mut(),
                 peer.addr,
                 ctx as *mut libc::c_void,
@@ -305,19 +314,26 @@ impl Mail {
         };
         let at = (index % SLOTS) * SLOT;
         let mut head = [0u8; ENVELOPE];
-        // Small requests are read onto the stack; answers go to their caller as they are.
-        let mut small = [0u8; SMALL];
-        let mut large = Vec::new();
         let read = !failed && inbox.mem.read(at, &mut head).is_ok();
         let (kind, from, id, len) = envelope_of(&head);
-        let body: &mut [u8] = match len.min(BODY_MAX) {
-            n if n <= SMALL && kind == REQUEST => &mut small[..n],
-            n => {
-                large.resize(n, 0);
-                &mut large
-            }
+        let n = len.min(BODY_MAX);
+        // Small requests are read onto the stack; answers go to their caller as they are.
+        let on_stack = kind == REQUEST && n <= SMALL;
+        let mut small = [0u8; SMALL];
+        let (read, large) = match on_stack {
+            true => (
+                read && inbox.mem.read(at + ENVELOPE, &mut small[..n]).is_ok(),
+                Vec::new(),
+            ),
+            false => match read.then(|| inbox.mem.to_vec(at + ENVELOPE, n)) {
+                Some(Ok(v)) => (true, v),
+                _ => (false, Vec::new()),
+            },
         };
-        let read = read && inbox.mem.read(at + ENVELOPE, body).is_ok();
+        let body: &[u8] = match on_stack {
+            true => &small[..n],
+            false => &large,
+        };
         if !matches!(self.post(ctx), Ok(true)) {
             self.later(|m| lock(&m.unposted).push(ctx));
         }
@@ -367,24 +383,15 @@ fn envelope_of(e: &[u8; ENVELOPE]) -> (u32, u32, u64, usize) {
     (low as u32, (low >> 32) as u32, id, len as usize)
 }
 
-/// A message: its envelope, then the `parts` of its body.
-fn message(kind: u32, from: u32, id: u64, parts: &[&[u8]]) -> Vec<u8> {
-    let len = parts.iter().map(|p| p.len()).sum();
-    let mut m = Vec::with_capacity(ENVELOPE + len);
-    m.extend_from_slice(&envelope(kind, from, id, len));
-    parts.iter().for_each(|p| m.extend_from_slice(p));
-    m
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn envelopes_round_trip() {
-        let m = message(REQUEST, 3, 0x1_0000_0002, &[&[1, 2], &[3]]);
-        let head: [u8; ENVELOPE] = m[..ENVELOPE].try_into().unwrap();
+        let head = envelope(REQUEST, 3, 0x1_0000_0002, 3);
         assert_eq!(envelope_of(&head), (REQUEST, 3, 0x1_0000_0002, 3));
-        assert_eq!(&m[ENVELOPE..], &[1, 2, 3]);
+        let head = envelope(ANSWER, u32::MAX, u64::MAX, BODY_MAX);
+        assert_eq!(envelope_of(&head), (ANSWER, u32::MAX, u64::MAX, BODY_MAX));
     }
 }

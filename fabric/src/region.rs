@@ -186,20 +186,29 @@ impl Registered {
         let Some(at) = self.local(key, addr, len, virt) else {
             return false;
         };
-        // A few elements are copied onto the stack, a run to the heap.
+        // A few elements are copied onto the stack, a run to the heap (not zero-filled first:
+        // a 32 KiB accumulate paid a `memset` before its copy).
         let (mut small, mut large) = ([0u8; 64], Vec::new());
-        let bytes: &mut [u8] = match len {
-            n if n <= small.len() => &mut small[..n],
-            n => {
-                large.resize(n, 0);
-                &mut large
+        let dst = match len <= small.len() {
+            true => small.as_mut_ptr(),
+            false => {
+                large.reserve_exact(len);
+                large.as_mut_ptr()
             }
         };
         // SAFETY: the range lies inside a listed region, whose memory stays valid while it is
         // listed (a region leaves this list, under the lock the caller holds, before its
         // memory goes); other processes may access the bytes meanwhile, as with any RMA, so
-        // they are copied, and no reference to them is made.
-        unsafe { ptr::copy_nonoverlapping(at as *const u8, bytes.as_mut_ptr(), len) };
+        // they are copied, and no reference to them is made. `dst` has room for `len` bytes.
+        unsafe { ptr::copy_nonoverlapping(at as *const u8, dst, len) };
+        let bytes: &mut [u8] = match len <= small.len() {
+            true => &mut small[..len],
+            false => {
+                // SAFETY: `large` has room for `len` bytes, and every one was copied in above.
+                unsafe { large.set_len(len) };
+                &mut large
+            }
+        };
         f(bytes);
         // SAFETY: as above.
         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, len) };

@@ -166,6 +166,20 @@ impl<'a> Mem<'a> {
         Ok(())
     }
 
+    /// The `len` bytes at `offset`, copied into a new vector, which is not zero-filled first
+    /// (a 32 KiB request served at a target paid a `memset` before its copy).
+    pub fn to_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>, OutOfRange> {
+        self.check(offset, len)?;
+        let mut v = Vec::with_capacity(len);
+        // SAFETY: the range is inside the view; `v` has room for `len` bytes, every one of them
+        // written before its length is set.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), v.as_mut_ptr(), len);
+            v.set_len(len);
+        }
+        Ok(v)
+    }
+
     /// Copy `len` bytes from `self[src_off..]` to `dst[dst_off..]` (the two may be the same view).
     pub fn copy_to(
         &self,
@@ -237,6 +251,10 @@ mod tests {
         assert!(m.read(13, &mut out).is_err());
         m.read(12, &mut out).unwrap();
         assert_eq!(out, [1, 2, 3, 4]);
+        assert!(m.to_vec(13, 4).is_err());
+        assert!(m.to_vec(usize::MAX, 1).is_err());
+        assert_eq!(m.to_vec(10, 6).unwrap(), [7, 7, 1, 2, 3, 4]);
+        assert!(m.to_vec(16, 0).unwrap().is_empty());
         drop(m);
         assert_eq!(&buf[..12], &[7u8; 12]);
     }
