@@ -187,27 +187,25 @@ impl Registered {
             return false;
         };
         // A few elements are copied onto the stack, a run to the heap (not zero-filled first:
-        // a 32 KiB accumulate paid a `memset` before its copy).
+        // a 32 KiB accumulate paid a `memset` before its copy). The range lies inside a listed
+        // region, whose memory stays valid while it is listed (a region leaves this list, under
+        // the lock the caller holds, before its memory goes); other processes may access the
+        // bytes meanwhile, as with any RMA, so they are copied, and no reference to them is
+        // made.
         let (mut small, mut large) = ([0u8; 64], Vec::new());
-        let dst = match len <= small.len() {
-            true => small.as_mut_ptr(),
-            false => {
-                large.reserve_exact(len);
-                large.as_mut_ptr()
+        let bytes: &mut [u8] = if len <= small.len() {
+            // SAFETY: as said above; `small` holds `len` bytes.
+            unsafe { ptr::copy_nonoverlapping(at as *const u8, small.as_mut_ptr(), len) };
+            &mut small[..len]
+        } else {
+            large.reserve_exact(len);
+            // SAFETY: as said above; `large` has room for `len` bytes, every one of them copied
+            // in before its length is set.
+            unsafe {
+                ptr::copy_nonoverlapping(at as *const u8, large.as_mut_ptr(), len);
+                large.set_len(len);
             }
-        };
-        // SAFETY: the range lies inside a listed region, whose memory stays valid while it is
-        // listed (a region leaves this list, under the lock the caller holds, before its
-        // memory goes); other processes may access the bytes meanwhile, as with any RMA, so
-        // they are copied, and no reference to them is made. `dst` has room for `len` bytes.
-        unsafe { ptr::copy_nonoverlapping(at as *const u8, dst, len) };
-        let bytes: &mut [u8] = match len <= small.len() {
-            true => &mut small[..len],
-            false => {
-                // SAFETY: `large` has room for `len` bytes, and every one was copied in above.
-                unsafe { large.set_len(len) };
-                &mut large
-            }
+            &mut large
         };
         f(bytes);
         // SAFETY: as above.
