@@ -212,17 +212,13 @@ impl Mail {
         body: &[&[u8]],
     ) -> Result<Option<Option<Slot>>, FiError> {
         let len = body.iter().map(|p| p.len()).sum();
-        let head = envelope(REQUEST, from, id, len);
-        let parts: Vec<&[u8]> = std::iter::once(&head[..])
-            .chain(body.iter().copied())
-            .collect();
-        self.post_send(core, peer, &parts, true)
+        self.post_send(core, peer, &envelope(REQUEST, from, id, len), body, true)
     }
 
     /// Send an answer to `peer`: left to settle on its own, and when the provider refuses it
     /// for now, kept for the next poll.
     fn answer_to(&self, core: &Core, peer: Peer, msg: Vec<u8>) {
-        match self.post_send(core, peer, &[&msg], false) {
+        match self.post_send(core, peer, &msg, &[], false) {
             Ok(Some(_)) => {}
             Ok(None) => self.later(|m| lock(&m.outbox).push_back((peer, msg))),
             // The peer is gone (its call with it), or the provider failed: nothing waits here
@@ -231,20 +227,23 @@ impl Mail {
         }
     }
 
-    /// Post the message made of `parts` to `peer`: injected up to the inject size, else from a
-    /// buffer the endpoint owns until the send settles (counted for the peer's flush; the parts
-    /// are copied straight into it), with `slot` in a slot of its own (returned), else settling
-    /// alone. `None` where the provider refuses it for now.
+    /// Post the message `head` followed by the parts of `body` to `peer`: injected up to the
+    /// inject size, else from a buffer the endpoint owns until the send settles (counted for the
+    /// peer's flush; the parts are copied straight into it), with `slot` in a slot of its own
+    /// (returned), else settling alone. `None` where the provider refuses it for now.
     fn post_send(
         &self,
         core: &Core,
         peer: Peer,
-        parts: &[&[u8]],
+        head: &[u8],
+        body: &[&[u8]],
         slot: bool,
     ) -> Result<Option<Option<Slot>>, FiError> {
-        let len = parts.iter().map(|p| p.len()).sum();
+        let mut parts = std::iter::once(head).chain(body.iter().copied());
+        let len = parts.clone().map(<[u8]>::len).sum();
         if len <= self.inject {
-            let msg = parts.concat();
+            let mut msg = Vec::with_capacity(len);
+            parts.for_each(|p| msg.extend_from_slice(p));
             // SAFETY: the endpoint is open; the provider copies `msg` before it returns.
             let ret = unsafe { sys::fi_inject(core.ep(), msg.as_ptr().cast(), len, peer.addr) };
             if ret == -(sys::FI_EAGAIN as isize) {
@@ -253,9 +252,7 @@ impl Mail {
             return check("fi_inject", ret as i64).map(|_| Some(None));
         }
         let staged = Staged::new(core, len, false)?;
-        parts
-            .iter()
-            .try_fold(0, |at, p| staged.write(at, p).map(|()| at + p.len()))?;
+        parts.try_fold(0, |at, p| staged.write(at, p).map(|()| at + p.len()))?;
         let addr = staged.mem().addr();
         let (ctx, own) = core.track().issue(peer.index, true, Some(staged));
         // SAFETY: the endpoint is open; the buffer is kept by the operation's slot until the
