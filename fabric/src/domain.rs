@@ -1,6 +1,6 @@
 //! Fabric and domain of one provider; atomic capability queries.
 
-use crate::error::{FiError, check};
+use crate::error::{FiError, opened};
 use crate::info::Provider;
 use crate::library::library;
 use crate::sys;
@@ -49,14 +49,14 @@ impl Domain {
         };
         let info = d.provider.raw();
         let lib = library()?;
-        // SAFETY: info is a valid fi_info owned by `d.provider`; the out-pointer is written on
-        // success and closed by Drop.
-        check("fi_fabric", unsafe {
-            (lib.fabric)((*info).fabric_attr, &mut d.fabric, ptr::null_mut())
+        // SAFETY: info is a valid fi_info owned by `d.provider`; the fabric is closed by Drop
+        // once open.
+        d.fabric = opened("fi_fabric", |fabric| unsafe {
+            (lib.fabric)((*info).fabric_attr, fabric, ptr::null_mut())
         })?;
         // SAFETY: the fabric is open; the domain is closed by Drop before the fabric.
-        check("fi_domain", unsafe {
-            sys::fi_domain(d.fabric, info, &mut d.domain, ptr::null_mut())
+        d.domain = opened("fi_domain", |domain| unsafe {
+            sys::fi_domain(d.fabric, info, domain, ptr::null_mut())
         })?;
         Ok(Arc::new(d))
     }

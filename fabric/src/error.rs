@@ -91,3 +91,15 @@ pub(crate) fn check(op: &str, ret: impl Into<i64>) -> Result<i64, FiError> {
         Ok(ret)
     }
 }
+
+/// The object a libfabric call `op` opens through the out-pointer `open` is given, once the
+/// call succeeded: a provider may leave in the out-pointer, on failure, an object it freed
+/// itself (the verbs provider does), which its owner must then not close again.
+pub(crate) fn opened<T>(
+    op: &str,
+    open: impl FnOnce(&mut *mut T) -> i32,
+) -> Result<*mut T, FiError> {
+    let mut raw = std::ptr::null_mut();
+    check(op, open(&mut raw))?;
+    Ok(raw)
+}

@@ -7,7 +7,7 @@
 
 use crate::domain::{Domain, close};
 use crate::error::FiError;
-use crate::error::check;
+use crate::error::{check, opened};
 use crate::sys;
 use std::ptr;
 
@@ -67,9 +67,9 @@ impl Port {
             wait_obj,
             ..Default::default()
         };
-        // SAFETY: the domain is open; `cq_attr` is valid; the out-pointer is closed by Drop.
-        check("fi_cq_open", unsafe {
-            sys::fi_cq_open(domain.raw(), &mut cq_attr, &mut port.cq, ptr::null_mut())
+        // SAFETY: the domain is open; `cq_attr` is valid; the queue is closed by Drop once open.
+        port.cq = opened("fi_cq_open", |cq| unsafe {
+            sys::fi_cq_open(domain.raw(), &mut cq_attr, cq, ptr::null_mut())
         })?;
         Ok(port)
     }
@@ -79,20 +79,18 @@ impl Port {
     fn enable(&mut self, domain: &Domain) -> Result<(), FiError> {
         let info = domain.provider().raw();
         // SAFETY: the domain is open and `info` is its provider's fi_info; the queue is open;
-        // the out-pointers are this port's, closed by Drop.
+        // what opens is this port's, closed by Drop.
         unsafe {
-            check(
-                "fi_endpoint",
-                sys::fi_endpoint(domain.raw(), info, &mut self.ep, ptr::null_mut()),
-            )?;
+            self.ep = opened("fi_endpoint", |ep| {
+                sys::fi_endpoint(domain.raw(), info, ep, ptr::null_mut())
+            })?;
             let mut av_attr = sys::fi_av_attr {
                 type_: sys::fi_av_type_FI_AV_UNSPEC,
                 ..Default::default()
             };
-            check(
-                "fi_av_open",
-                sys::fi_av_open(domain.raw(), &mut av_attr, &mut self.av, ptr::null_mut()),
-            )?;
+            self.av = opened("fi_av_open", |av| {
+                sys::fi_av_open(domain.raw(), &mut av_attr, av, ptr::null_mut())
+            })?;
             check(
                 "fi_ep_bind(av)",
                 sys::fi_ep_bind(self.ep, &mut (*self.av).fid, 0),

@@ -2,7 +2,7 @@
 
 use crate::core::Core;
 use crate::domain::close;
-use crate::error::{FiError, check};
+use crate::error::{FiError, check, opened};
 use crate::info::MrMode;
 use crate::sys;
 use onesided_shm::Mem;
@@ -20,10 +20,14 @@ pub enum Access {
 }
 
 impl Access {
+    /// Local buffers are registered readable by peers too: rxm (libfabric 1.17) enters the key of
+    /// every registration in a map for its atomics and refuses a key it holds already, and a
+    /// device may give a registration without remote access no key of its own (rxe gives 0), so
+    /// the second local buffer failed with `FI_ENOKEY`. With remote read each has its own key.
     fn flags(self) -> u64 {
-        let local = (sys::FI_READ | sys::FI_WRITE) as u64;
+        let local = (sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ) as u64;
         match self {
-            Access::Remote => local | (sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE) as u64,
+            Access::Remote => local | sys::FI_REMOTE_WRITE as u64,
             Access::Local => local,
         }
     }
@@ -68,11 +72,10 @@ impl Mr {
     ) -> Result<Mr, FiError> {
         let domain = core.domain();
         let mode = domain.provider().mr_mode();
-        let mut r = Mr(ptr::null_mut());
         let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the domain is open; the caller keeps the memory valid for the registration's
-        // life; the out-pointer is closed by Drop.
-        check("fi_mr_reg", unsafe {
+        // life; the registration is closed by Drop once opened.
+        let r = Mr(opened("fi_mr_reg", |raw| unsafe {
             sys::fi_mr_reg(
                 domain.raw(),
                 addr as *const libc::c_void,
@@ -81,10 +84,10 @@ impl Mr {
                 0,
                 key,
                 0,
-                &mut r.0,
+                raw,
                 ptr::null_mut(),
             )
-        })?;
+        })?);
         if mode.contains(MrMode::ENDPOINT) {
             // Local buffers serve the endpoint that issues, remote ones the one peers address.
             let ep = match access {
