@@ -147,6 +147,12 @@ impl World {
     pub fn init_with(config: Config) -> Result<World> {
         in_call(None, "MPI_Init", || {
             crate::log::init()?;
+            // Before the process manager's threads start: libfabric reads its variables when it
+            // loads (a rank that reaches every target by direct verbs never loads it).
+            #[cfg(have_libfabric)]
+            if config.transport_choice() != crate::config::TransportChoice::Verbs {
+                crate::transport::fabric::presets::apply();
+            }
             onesided_shm::process::allow_ptrace_from_any()
                 .map_err(|e| Error::os("allowing sibling ranks cross-memory attach", e))?;
             let node = this_node();

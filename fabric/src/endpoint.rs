@@ -247,6 +247,11 @@ impl Endpoint {
         waking && c.doorbell.is_some() && !bound
     }
 
+    /// Whether the peer at address `name` was inserted already (by an earlier window).
+    pub fn knows(&self, name: &[u8]) -> bool {
+        self.peers.borrow().contains_key(name)
+    }
+
     /// Insert a peer's address (from its [`Endpoint::name`]); a name inserted before gives the
     /// same peer.
     pub fn insert(&self, name: &[u8]) -> Result<Peer, FiError> {

@@ -105,7 +105,7 @@ pub use error::FiError;
 #[cfg(have_libfabric)]
 pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, version};
 #[cfg(have_libfabric)]
-pub use library::load;
+pub use library::{load, preset};
 #[cfg(have_libfabric)]
 pub use mail::{BODY_MAX as CALL_MAX, Memory, Serve};
 #[cfg(have_libfabric)]

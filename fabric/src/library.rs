@@ -64,6 +64,27 @@ pub fn load() -> Result<(), FiError> {
     library().map(|_| ())
 }
 
+/// Set the libfabric variable `var` to `value` for this process, unless the environment sets it
+/// already: libfabric reads its variables once, when it loads. The value in effect, or `None`
+/// where libfabric is loaded already (too late).
+///
+/// Call it before the process starts threads that read the environment: `World::init` calls it
+/// first, before it joins its process manager (as MPI libraries set their libfabric variables in
+/// `MPI_Init`).
+pub fn preset(var: &str, value: &str) -> Option<String> {
+    if LIBRARY.get().is_some() {
+        return None;
+    }
+    if let Ok(given) = std::env::var(var) {
+        return Some(given);
+    }
+    // SAFETY: libfabric is not loaded (it reads its variables once, when it initializes), and
+    // the caller runs this before starting threads of its own; the race setenv has is with
+    // other threads reading the environment at the same moment.
+    unsafe { std::env::set_var(var, value) };
+    Some(value.to_owned())
+}
+
 /// The library, where one has been loaded already: for the calls that only matter once the
 /// fabric is in use (error texts).
 pub(crate) fn loaded() -> Option<&'static Library> {

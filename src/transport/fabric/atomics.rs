@@ -5,7 +5,7 @@
 use super::{FabricTransport, fi_err};
 use crate::error::Result;
 use crate::protocol::reduce::{Elem, Op};
-use crate::transport::{AccOp, Accumulate, AccumulateMany, Kind, Path, Pending, Space};
+use crate::transport::{AccOp, Accumulate, AccumulateMany, Kind, Path, Pending, Space, path_at};
 use onesided_fabric as fi;
 
 /// The libfabric datatype of `e`.
@@ -90,11 +90,8 @@ impl FabricTransport<'_> {
         Ok(Pending::Fabric(target, t.map_err(fi_err)?))
     }
 
-    /// How accumulates of `kind` on elements of `elem` at `offset` of `target`'s `space` go:
-    /// as [`NativeOps::path`](crate::transport::NativeOps::path) says for the pair where the
-    /// element is aligned in the target's memory (the first element decides for its
-    /// neighbours), else under the target's accumulate lock. Every origin decides the same way
-    /// for an element, so accumulates that may meet on it never mix the NIC and the lock.
+    /// How accumulates of `kind` on elements of `elem` at `offset` of `target`'s `space` go
+    /// (`transport::path_at`: where the element lies in the target's memory decides).
     pub(super) fn path(
         &self,
         target: usize,
@@ -109,12 +106,13 @@ impl FabricTransport<'_> {
             Space::Attached(e) => e.addr,
             _ => t.lead,
         };
-        let aligned = lead
-            .wrapping_add(offset as u64)
-            .is_multiple_of(elem.size() as u64);
-        Ok(match aligned {
-            true => self.caps.native_atomics.path(elem, kind, same_op),
-            false => Path::Locked,
-        })
+        let native = self.caps.native_atomics;
+        Ok(path_at(
+            native,
+            lead.wrapping_add(offset as u64),
+            elem,
+            kind,
+            same_op,
+        ))
     }
 }

@@ -19,12 +19,16 @@
 mod atomics;
 mod key;
 pub(crate) mod prereg;
+pub(crate) mod presets;
 mod resources;
 mod served;
 
+#[cfg(have_ibverbs)]
+use super::foreign;
 use super::{
     Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Part, Path, Pending, Reach,
-    Space, Transport, locked_accumulate, locked_accumulate_many, signal_and_wait, under_acc_lock,
+    Space, Transport, locked_accumulate, locked_accumulate_many, outside, signal_and_wait,
+    under_acc_lock, unserved,
 };
 use crate::config::FabricConfig;
 use crate::error::{Error, ErrorClass, Result};
@@ -169,6 +173,7 @@ impl<'a> FabricTransport<'a> {
             ));
         }
         let mut native = NativeOps::ALL;
+        let mut fresh = Vec::new();
         let targets = keys
             .iter()
             .enumerate()
@@ -193,6 +198,9 @@ impl<'a> FabricTransport<'a> {
                     true => &k.near,
                     false => &k.name,
                 };
+                if !ep.knows(name) {
+                    fresh.push(r);
+                }
                 let peer = ep.insert(name).map_err(fi_err)?;
                 ep.know_rank(comm.world_rank(r)? as u32, peer);
                 match pid {
@@ -210,6 +218,28 @@ impl<'a> FabricTransport<'a> {
             .collect::<Result<Vec<_>>>();
         let targets = comm.agree("connecting to the fabric peers", targets)?;
         let ep = &local.res.ep;
+        // A connected provider (rxm) connects a pair at its first operation, which the peer's
+        // progress must answer: connect the pairs this window is the first to use now, while
+        // every rank is inside this collective, not in the middle of an epoch whose peers are
+        // busy (over software RoCE under load, a first lock_all timed out connecting).
+        let connected = fresh.iter().try_for_each(|&r| {
+            let t = &targets[r];
+            let at = fi::Remote {
+                peer: t.peer,
+                addr: t.ctrl.base,
+                key: t.ctrl.key,
+            };
+            let live = || {
+                let gone = peers.job_alive().is_err() || peers.gone(r);
+                if gone {
+                    fi::Waiting::GiveUp
+                } else {
+                    fi::Waiting::Poll
+                }
+            };
+            ep.read(&mut [0u8; 8], at, &live).map_err(fi_err)
+        });
+        comm.agree("connecting to the fabric peers", connected)?;
         Ok(FabricTransport {
             caps: Caps {
                 name: "fabric",
@@ -239,7 +269,9 @@ impl<'a> FabricTransport<'a> {
     /// `target`, or MPI_ERR_RANK.
     #[inline]
     fn target(&self, target: usize) -> Result<&Target> {
-        self.targets.get(target).ok_or_else(|| unserved(target))
+        self.targets
+            .get(target)
+            .ok_or_else(|| unserved("the fabric", target))
     }
 
     /// Where `len` bytes at `offset` of `target`'s `space` are, or RMA_RANGE.
@@ -299,25 +331,6 @@ impl<'a> FabricTransport<'a> {
         targets.dedup();
         targets
     }
-}
-
-/// MPI_ERR_RANK for a rank the fabric does not serve (out of line: the calls that check
-/// inline).
-#[cold]
-fn unserved(target: usize) -> Error {
-    Error::new(
-        ErrorClass::Rank,
-        format!("rank {target} not served by the fabric"),
-    )
-}
-
-/// MPI_ERR_RMA_RANGE for `len` bytes at `offset` of a space of `size` bytes of `target`.
-#[cold]
-fn outside(target: usize, offset: usize, len: usize, size: usize) -> Error {
-    Error::new(
-        ErrorClass::RmaRange,
-        format!("{len} bytes at offset {offset} outside rank {target}'s {size} bytes"),
-    )
 }
 
 impl Transport for FabricTransport<'_> {
@@ -587,6 +600,8 @@ impl Transport for FabricTransport<'_> {
                 let live = || self.alive(*target);
                 self.res.ep.test(t, &live) || live() == fi::Waiting::GiveUp
             }
+            #[cfg(have_ibverbs)]
+            Pending::Verbs(..) => return Err(foreign("the fabric")),
         })
     }
 
@@ -598,6 +613,8 @@ impl Transport for FabricTransport<'_> {
                 .ep
                 .finish(t, out, &|| self.alive(target))
                 .map_err(fi_err),
+            #[cfg(have_ibverbs)]
+            Pending::Verbs(..) => Err(foreign("the fabric")),
         }
     }
 
