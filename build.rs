@@ -1,9 +1,15 @@
 //! Passes on whether `onesided-fabric` found libfabric (cfg `have_libfabric` compiles the fabric
-//! transport in) and whether `onesided-pmix` found libpmix (cfg `have_pmix`: PMIx wire-up).
+//! transport in), whether `onesided-verbs` found the libibverbs headers (cfg `have_ibverbs`: the
+//! direct verbs transport) and whether `onesided-pmix` found libpmix (cfg `have_pmix`: PMIx
+//! wire-up).
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(have_libfabric)");
     println!("cargo::rustc-check-cfg=cfg(have_pmix)");
+    println!("cargo::rustc-check-cfg=cfg(have_ibverbs)");
+    if std::env::var("DEP_IBVERBS_VERSION").is_ok_and(|v| !v.is_empty()) {
+        println!("cargo::rustc-cfg=have_ibverbs");
+    }
     if std::env::var("DEP_PMIX_VERSION").is_ok_and(|v| !v.is_empty()) {
         println!("cargo::rustc-cfg=have_pmix");
     }

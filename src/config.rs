@@ -8,11 +8,13 @@
 //!
 //! | variable | values | meaning |
 //! |---|---|---|
-//! | `ONESIDED_TRANSPORT` | `auto` (default), `fabric` | shared memory inside a node and the fabric between nodes, or the fabric for every target (one machine then runs the network path) |
+//! | `ONESIDED_TRANSPORT` | `auto` (default), `fabric`, `verbs` | shared memory inside a node and the network between nodes (direct verbs where every rank has a verbs device, else libfabric), or libfabric for every target, or direct verbs for every target (one machine then runs the network path) |
 //! | `ONESIDED_FABRIC_PROVIDER`, else `FI_PROVIDER` | a libfabric provider (`tcp`, `shm`, `verbs`, ...) | unset: the first libfabric offers |
 //! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands, with local buffers registered even where the provider does not demand it (to run the strict paths on a lenient provider) |
 //! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software`, `verbs`, `served` | NIC atomics for each (type, operation) the provider runs natively, as `accumulate_ops` allows (over tcp;ofi_rxm: `served`); the emulation for all; the NIC for only what RDMA verbs runs (64-bit fetch-add, read, compare-and-swap); or every accumulate served by the target in one message |
 //! | `ONESIDED_FABRIC_PROGRESS` | `wake` (default), `poll` | how the endpoint's progress thread serves this rank's memory while the rank is outside the library: asleep until traffic arrives, in the wait object of a second endpoint that peers on other nodes address, while operations are issued on one without a wait object, which peers on this node address, ringing the process's doorbell (an operation on a computing target: 30-75 us over tcp), or polling one endpoint every millisecond (up to a millisecond; at once when a peer on the node rings the process's doorbell) |
+//! | `ONESIDED_VERBS_DEVICE` | a verbs device, optionally with its port (`mlx5_0`, `rxe0:1`) | the device and port the direct verbs transport uses; unset: the first device with an active port |
+//! | `ONESIDED_VERBS_GID_INDEX` | a GID table index | the GID queue pairs are addressed by; unset: on Ethernet (RoCE) a RoCE v2 GID holding an IPv4 address, else the first RoCE v2 one; on InfiniBand, none (LIDs) |
 //! | `ONESIDED_PM` | `onesided`, `pmix`, `pmi`, `singleton` | the process manager; unset: detected (see [`ProcessManager`]) |
 //! | `ONESIDED_FAILURE_TIMEOUT` | seconds, 1 to 3600 (default 10) | how long a rank on another node may be silent (its host gone without closing its connections) before waits on it end with MPI_ERR_PROC_FAILED; a process that dies is noticed at once |
 
@@ -30,6 +32,10 @@ pub const ENV_MR_MODE: &str = "ONESIDED_MR_MODE";
 pub const ENV_ATOMICS: &str = "ONESIDED_FABRIC_ATOMICS";
 /// `ONESIDED_FABRIC_PROGRESS`.
 pub const ENV_PROGRESS: &str = "ONESIDED_FABRIC_PROGRESS";
+/// `ONESIDED_VERBS_DEVICE`.
+pub const ENV_VERBS_DEVICE: &str = "ONESIDED_VERBS_DEVICE";
+/// `ONESIDED_VERBS_GID_INDEX`.
+pub const ENV_VERBS_GID_INDEX: &str = "ONESIDED_VERBS_GID_INDEX";
 /// `ONESIDED_PM`.
 pub const ENV_PM: &str = "ONESIDED_PM";
 /// `ONESIDED_FAILURE_TIMEOUT`.
@@ -74,17 +80,21 @@ trait Named: Copy + PartialEq + 'static {
 /// How targets are reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum TransportChoice {
-    /// Shared memory inside a node, the fabric between nodes.
+    /// Shared memory inside a node, the network between nodes: direct verbs where every rank
+    /// of the window has a verbs device, else libfabric.
     #[default]
     Auto,
-    /// The fabric for every target, this rank included.
+    /// libfabric for every target, this rank included.
     Fabric,
+    /// Direct verbs for every target, this rank included.
+    Verbs,
 }
 
 impl Named for TransportChoice {
     const NAMES: &'static [(&'static str, TransportChoice)] = &[
         ("auto", TransportChoice::Auto),
         ("fabric", TransportChoice::Fabric),
+        ("verbs", TransportChoice::Verbs),
     ];
 }
 
@@ -212,7 +222,66 @@ pub(crate) struct FabricConfig {
     pub(crate) progress: Progress,
 }
 
-/// The configuration of this process: transport, fabric settings and process manager.
+/// The verbs settings of a configuration (which device, port and GID the direct verbs transport
+/// opens).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
+pub(crate) struct VerbsConfig {
+    pub(crate) device: Option<String>,
+    pub(crate) port: Option<u8>,
+    pub(crate) gid_index: Option<u32>,
+}
+
+impl VerbsConfig {
+    /// From `ONESIDED_VERBS_DEVICE` (`name` or `name:port`) and `ONESIDED_VERBS_GID_INDEX`.
+    fn parse(device: &str, gid_index: &str) -> Result<VerbsConfig> {
+        let bad = |var: &str, v: &str, what: &str| {
+            Error::new(ErrorClass::Arg, format!("{var}={v:?}: {what}"))
+        };
+        let (name, port) = match device.split_once(':') {
+            Some((name, port)) => {
+                let port = port.parse::<u8>().ok().filter(|&p| p > 0).ok_or_else(|| {
+                    bad(
+                        ENV_VERBS_DEVICE,
+                        device,
+                        "the port after ':' is a number from 1",
+                    )
+                })?;
+                (name, Some(port))
+            }
+            None => (device, None),
+        };
+        let gid_index = match gid_index {
+            "" => None,
+            s => Some(s.parse::<u32>().map_err(|_| {
+                bad(
+                    ENV_VERBS_GID_INDEX,
+                    s,
+                    "a GID table index is a number from 0",
+                )
+            })?),
+        };
+        Ok(VerbsConfig {
+            device: (!name.is_empty()).then(|| name.to_owned()),
+            port,
+            gid_index,
+        })
+    }
+}
+
+impl fmt::Display for VerbsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.device.as_deref().unwrap_or("any"))?;
+        if let Some(p) = self.port {
+            write!(f, ":{p}")?;
+        }
+        if let Some(g) = self.gid_index {
+            write!(f, " gid_index={g}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The configuration of this process: transport, fabric and verbs settings and process manager.
 ///
 /// ```
 /// use onesided::{Config, TransportChoice};
@@ -221,13 +290,14 @@ pub(crate) struct FabricConfig {
 ///     .provider(Some("tcp"));
 /// assert_eq!(
 ///     config.to_string(),
-///     "transport=fabric provider=tcp mr_mode=provider atomics=auto pm=detect progress=wake"
+///     "transport=fabric provider=tcp mr_mode=provider atomics=auto pm=detect progress=wake verbs=any"
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     transport: TransportChoice,
     fabric: FabricConfig,
+    verbs: VerbsConfig,
     pm: Option<ProcessManager>,
     failure_timeout: Duration,
 }
@@ -237,6 +307,7 @@ impl Default for Config {
         Config {
             transport: TransportChoice::default(),
             fabric: FabricConfig::default(),
+            verbs: VerbsConfig::default(),
             pm: None,
             failure_timeout: DEFAULT_FAILURE_TIMEOUT,
         }
@@ -264,6 +335,7 @@ impl Config {
                 atomics: Atomics::parse_named(ENV_ATOMICS, &get(ENV_ATOMICS))?,
                 progress: Progress::parse_named(ENV_PROGRESS, &get(ENV_PROGRESS))?,
             },
+            verbs: VerbsConfig::parse(&get(ENV_VERBS_DEVICE), &get(ENV_VERBS_GID_INDEX))?,
             pm: match get(ENV_PM).as_str() {
                 "" => None,
                 s => Some(ProcessManager::parse_named(ENV_PM, s)?),
@@ -338,9 +410,16 @@ impl Config {
         &self.fabric
     }
 
+    /// The verbs settings (which device, port and GID).
+    #[cfg(have_ibverbs)]
+    pub(crate) fn verbs(&self) -> &VerbsConfig {
+        &self.verbs
+    }
+
     /// The settings every rank must share, to compare between ranks (the process manager is
     /// shared by construction: the ranks found each other through it; how the fabric serves a
-    /// rank's memory while it is away is each rank's own choice).
+    /// rank's memory while it is away, and which verbs device a node uses, is each rank's own
+    /// choice).
     pub(crate) fn shared_settings(&self) -> String {
         let full = self.to_string();
         full.rsplit_once(" pm=")
@@ -367,13 +446,14 @@ impl fmt::Display for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "transport={} provider={} mr_mode={} atomics={} pm={} progress={}",
+            "transport={} provider={} mr_mode={} atomics={} pm={} progress={} verbs={}",
             self.transport.name(),
             self.fabric.provider.as_deref().unwrap_or("any"),
             self.fabric.mr_mode.name(),
             self.fabric.atomics.name(),
             self.pm.map_or("detect", ProcessManager::name),
             self.fabric.progress.name(),
+            self.verbs,
         )
     }
 }
@@ -417,7 +497,8 @@ mod tests {
         assert_eq!(c, built);
         assert_eq!(
             c.to_string(),
-            "transport=fabric provider=tcp mr_mode=verbs atomics=software pm=pmi progress=poll"
+            "transport=fabric provider=tcp mr_mode=verbs atomics=software pm=pmi progress=poll \
+             verbs=any"
         );
     }
 
@@ -432,9 +513,39 @@ mod tests {
         let e = from(&[("ONESIDED_TRANSPORT", "ucx")]).unwrap_err();
         assert_eq!(e.class(), ErrorClass::Arg);
         assert!(e.message().contains("ONESIDED_TRANSPORT=\"ucx\""), "{e}");
-        assert!(e.message().contains("auto, fabric"), "{e}");
+        assert!(e.message().contains("auto, fabric, verbs"), "{e}");
         for var in [ENV_MR_MODE, ENV_ATOMICS, ENV_PM] {
             let e = from(&[(var, "nonsense")]).unwrap_err();
+            assert!(e.message().starts_with(var), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_verbs_device_port_and_gid_are_read() {
+        let c = from(&[
+            ("ONESIDED_TRANSPORT", "verbs"),
+            (ENV_VERBS_DEVICE, "rxe0:1"),
+            (ENV_VERBS_GID_INDEX, "3"),
+        ])
+        .unwrap();
+        assert_eq!(c.transport_choice(), TransportChoice::Verbs);
+        let v = &c.verbs;
+        assert_eq!(
+            (v.device.as_deref(), v.port, v.gid_index),
+            (Some("rxe0"), Some(1), Some(3))
+        );
+        assert!(c.to_string().ends_with("verbs=rxe0:1 gid_index=3"), "{c}");
+        assert_eq!(
+            from(&[(ENV_VERBS_DEVICE, "mlx5_0")]).unwrap().verbs.port,
+            None
+        );
+        for (var, bad) in [
+            (ENV_VERBS_DEVICE, "rxe0:0"),
+            (ENV_VERBS_DEVICE, "rxe0:x"),
+            (ENV_VERBS_GID_INDEX, "-1"),
+        ] {
+            let e = from(&[(var, bad)]).unwrap_err();
+            assert_eq!(e.class(), ErrorClass::Arg);
             assert!(e.message().starts_with(var), "{e}");
         }
     }

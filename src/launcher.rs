@@ -7,7 +7,7 @@ use crate::config::{Config, ProcessManager};
 use crate::error::Result;
 
 pub use crate::config::ENV_TRANSPORT;
-pub use crate::transport::report::providers;
+pub use crate::transport::report::{providers, verbs};
 
 /// The process manager that started this process, found as [`crate::World::init_with`] finds
 /// it with `config`.

@@ -268,6 +268,7 @@ pub(crate) fn until(
     let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range)?;
     let backoff = Pause::patient();
     let mut serving = Serving::new();
+    let mut nap = Duration::from_micros(50);
     loop {
         let v = word.load(Ordering::Acquire);
         if done(v) {
@@ -296,7 +297,10 @@ pub(crate) fn until(
                 backoff.reset();
             }
         } else {
-            std::thread::sleep(Duration::from_micros(50));
+            // Nothing wakes this waiter (a NIC writes the word): naps that grow to a
+            // millisecond, so a long wait (a stopped or computing peer) costs no CPU to speak of.
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
         }
         let v = word.load(Ordering::Acquire);
         if done(v) {

@@ -26,7 +26,8 @@ enum Cmd {
     /// Run the OSU one-sided micro-benchmarks (2 ranks) and the N-rank tests, or compare or
     /// plot saved results.
     Bench(BenchCmd),
-    /// List libfabric providers with their RMA/atomic support and memory-registration mode.
+    /// List libfabric providers with their RMA/atomic support and memory-registration mode, and
+    /// the verbs devices with their ports, GIDs and limits.
     Info,
 }
 
@@ -58,6 +59,7 @@ fn main() {
             .exit(),
         Cmd::Info => {
             print!("{}", onesided::launcher::providers());
+            print!("{}", onesided::launcher::verbs());
             0
         }
     };

@@ -36,6 +36,8 @@ mod nic;
 pub mod report;
 mod select;
 pub mod shm;
+#[cfg(have_ibverbs)]
+pub mod verbs;
 
 use crate::error::{Error, ErrorClass, Result};
 pub use crate::protocol::attach::Entry;
@@ -222,6 +224,9 @@ pub enum Pending {
     /// In flight on the fabric, to the target named.
     #[cfg(have_libfabric)]
     Fabric(usize, onesided_fabric::Ticket),
+    /// In flight on a verbs queue pair, to the target named.
+    #[cfg(have_ibverbs)]
+    Verbs(usize, onesided_verbs::Ticket),
 }
 
 /// A serialized description of one rank's exposed memory, meaningful to one transport.
@@ -329,17 +334,10 @@ pub trait Transport: std::fmt::Debug {
     /// returns with the data in place. By default one request-form get per run, all in
     /// flight together, then completed in turn; overridden as [`Transport::put_runs`].
     fn get_runs(&self, target: usize, space: Space, runs: &mut [(usize, &mut [u8])]) -> Result<()> {
-        let mut started = Vec::with_capacity(runs.len());
-        for (offset, dst) in runs.iter_mut() {
-            started.push(self.start_get(target, space, *offset, dst)?);
-        }
-        // Every started get is completed, also after a failure; the first failure returns.
-        let mut first = Ok(());
-        for (pending, (_, dst)) in started.into_iter().zip(runs.iter_mut()) {
-            let done = self.finish(pending, Some(dst));
-            first = first.and(done);
-        }
-        first
+        let gets = runs
+            .iter_mut()
+            .map(|(offset, dst)| (target, space, *offset, &mut **dst));
+        gets_in_flight(self, gets)
     }
 
     /// The puts of `parts`; returns when every origin buffer may be reused. One
@@ -379,6 +377,71 @@ pub trait Attach<'a>: Transport {
     fn attach(&self, mem: Mem<'a>) -> Result<(u64, u64)>;
     /// Make the memory attached at `addr` unreachable again (it stays borrowed).
     fn detach(&self, addr: u64);
+}
+
+/// Each `(target, space, offset, dst)` of `gets` started as a request-form get, all in flight
+/// together, then completed in turn, the data in each `dst`. Every started get is completed, also
+/// after a failure; the first failure returns.
+pub(crate) fn gets_in_flight<'b, T: Transport + ?Sized>(
+    t: &T,
+    gets: impl IntoIterator<Item = (usize, Space, usize, &'b mut [u8])>,
+) -> Result<()> {
+    let mut started = Vec::new();
+    let mut first = Ok(());
+    for (target, space, offset, dst) in gets {
+        match t.start_get(target, space, offset, dst) {
+            Ok(pending) => started.push((pending, dst)),
+            Err(e) => {
+                first = Err(e);
+                break;
+            }
+        }
+    }
+    for (pending, dst) in started {
+        let done = t.finish(pending, Some(dst));
+        first = first.and(done);
+    }
+    first
+}
+
+/// How accumulates of `kind` on elements of `elem` go where the first of them lies at address
+/// `addr` of the target's memory: as `native` says where that element is aligned (it decides
+/// for its neighbours), else under the target's accumulate lock. Every origin decides the same
+/// way for an element, so accumulates that may meet on it never mix the NIC and the lock.
+pub(crate) fn path_at(native: NativeOps, addr: u64, elem: Elem, kind: Kind, same_op: bool) -> Path {
+    match addr.is_multiple_of(elem.size() as u64) {
+        true => native.path(elem, kind, same_op),
+        false => Path::Locked,
+    }
+}
+
+/// MPI_ERR_RANK for a rank `transport` does not serve (out of line: the calls that check
+/// inline).
+#[cold]
+pub(crate) fn unserved(transport: &str, target: usize) -> Error {
+    Error::new(
+        ErrorClass::Rank,
+        format!("rank {target} not served by {transport}"),
+    )
+}
+
+/// MPI_ERR_RMA_RANGE for `len` bytes at `offset` of a space of `size` bytes of `target`.
+#[cold]
+pub(crate) fn outside(target: usize, offset: usize, len: usize, size: usize) -> Error {
+    Error::new(
+        ErrorClass::RmaRange,
+        format!("{len} bytes at offset {offset} outside rank {target}'s {size} bytes"),
+    )
+}
+
+/// A request that another transport started, handed to `transport`.
+#[cfg(all(have_libfabric, have_ibverbs))]
+#[cold]
+pub(crate) fn foreign(transport: &str) -> Error {
+    Error::new(
+        ErrorClass::Intern,
+        format!("a request of another transport handed to {transport}"),
+    )
 }
 
 /// [`Transport::signal`] completed before it returns: a fetch-add whose old value is dropped.

@@ -348,7 +348,8 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     } = layout::node_layout(&regions, comm.size(), in_segment, contiguous)
         .ok_or_else(|| Error::new(ErrorClass::NoMem, "window too large for one node"))?;
     // The ranks agreed on the configuration at start-up.
-    let forced = comm.job().config.transport_choice() == TransportChoice::Fabric;
+    // The network forced for every target (`fabric` or `verbs`), or needed for other nodes.
+    let forced = comm.job().config.transport_choice() != TransportChoice::Auto;
     let fabric = forced || local.len() < comm.size();
     let name = format!(
         "onesided-{}-{:x}-{}-{}",
@@ -425,7 +426,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     let caps: Vec<&Caps> = std::iter::once(shm.caps())
         .chain(others.iter().map(|t| (t.as_ref() as &dyn Transport).caps()))
         .collect();
-    // A forced fabric reaches every target, the node's included.
+    // A forced network reaches every target, the node's included.
     let Selection { data, atomics } = select(&caps, comm.size(), |r| !forced && on_node(r))
         .ok_or_else(|| Error::new(ErrorClass::Intern, "a target no transport reaches"))?;
     tracing::debug!(

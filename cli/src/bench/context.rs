@@ -11,7 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub(super) struct Context {
     /// The version of onesided.
     pub onesided: String,
-    /// "fabric" if some target of a window is reached through libfabric, else "shm".
+    /// The network transport some target of a window is reached through ("fabric" for
+    /// libfabric, "verbs" for direct verbs), else "shm".
     pub transport: String,
     /// The libfabric provider asked for (ONESIDED_FABRIC_PROVIDER, else FI_PROVIDER) when the
     /// transport is fabric; null otherwise, or when libfabric picks the first it has.
@@ -38,12 +39,13 @@ impl Context {
     /// Gathers the context; collective over `world` (a small window finds the transport).
     pub fn gather(world: &World, started: SystemTime, per_op: bool) -> Result<Context> {
         let win = Window::allocate(world, 8, 1, &Info::new())?;
-        let fabric = (0..world.size())
+        let network = (0..world.size())
             .map(|t| win.transport_name(t))
             .collect::<Result<Vec<_>>>()
-            .map(|names| names.contains(&"fabric"));
+            .map(|names| names.into_iter().find(|&n| n != "shm"));
         win.free()?;
-        let fabric = fabric?;
+        let network = network?;
+        let fabric = network == Some("fabric");
         let node = world.split_shared()?;
         let leaders = world.allgather(&[u8::from(node.rank() == 0)])?;
         let bindings = world.allgather(own_binding().as_bytes())?;
@@ -56,7 +58,7 @@ impl Context {
             .find_map(|v| std::env::var(v).ok().filter(|p| !p.is_empty()));
         Ok(Context {
             onesided: env!("CARGO_PKG_VERSION").to_owned(),
-            transport: if fabric { "fabric" } else { "shm" }.to_owned(),
+            transport: network.unwrap_or("shm").to_owned(),
             provider: provider.filter(|_| fabric),
             ranks: world.size(),
             nodes: leaders.iter().filter(|l| l.first() == Some(&1)).count(),
@@ -78,9 +80,9 @@ impl Context {
                 self.binding, self.ranks, other.binding, other.ranks
             )
         };
-        let fabric = other.transport == "fabric";
+        let network = other.transport != "shm";
         Context {
-            transport: if fabric {
+            transport: if network {
                 other.transport.clone()
             } else {
                 self.transport

@@ -344,9 +344,10 @@ pub struct BenchArgs {
     /// osu prints the median [default: 1 for osu, 5 for json and csv].
     #[arg(short = 'r', long = "repetitions", value_name = "R")]
     pub repetitions: Option<usize>,
-    /// Transport: auto (shared memory on one node) or fabric (libfabric for every target;
-    /// provider from FI_PROVIDER) [default: auto, or ONESIDED_TRANSPORT].
-    #[arg(long, value_name = "auto|fabric", value_parser = onesided::TransportChoice::parse)]
+    /// Transport: auto (shared memory on one node), fabric (libfabric for every target;
+    /// provider from FI_PROVIDER) or verbs (direct verbs for every target) [default: auto, or
+    /// ONESIDED_TRANSPORT].
+    #[arg(long, value_name = "auto|fabric|verbs", value_parser = onesided::TransportChoice::parse)]
     pub transport: Option<onesided::TransportChoice>,
     /// Time each iteration of an OSU test on its own and report the median iteration, as
     /// latency probes such as the C floor of libfabric do, instead of OSU's mean over the loop

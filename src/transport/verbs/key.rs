@@ -1,0 +1,101 @@
+//! What one rank publishes about its window to the others over direct verbs, and its encoding.
+
+use crate::codec::{Dec, Enc};
+use crate::error::Result;
+use onesided_verbs as ib;
+
+/// What one rank publishes: its port address, the queue pair it prepared for each rank of the
+/// window (0 where the two are connected already), and the keys of its control block and
+/// window memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct VerbsKey {
+    pub(super) port: ib::PortAddress,
+    /// By communicator rank.
+    pub(super) qpns: Vec<u32>,
+    pub(super) ctrl: ib::RegionKey,
+    pub(super) data: ib::RegionKey,
+    pub(super) len: usize,
+    /// Its device runs 8-byte atomics.
+    pub(super) atomics: bool,
+}
+
+fn enc_region(e: Enc, k: &ib::RegionKey) -> Enc {
+    e.u64(k.addr).u64(k.rkey.into())
+}
+
+fn dec_region(d: &mut Dec<'_>) -> Result<ib::RegionKey> {
+    Ok(ib::RegionKey {
+        addr: d.u64()?,
+        rkey: d.u64()? as u32,
+    })
+}
+
+impl VerbsKey {
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let gid = self.port.gid.map_or_else(Vec::new, |g| g.to_vec());
+        let qpns: Vec<u8> = self.qpns.iter().flat_map(|q| q.to_le_bytes()).collect();
+        let e = Enc::new()
+            .u64(self.port.lid.into())
+            .bytes(&gid)
+            .u64(self.port.mtu.into())
+            .bytes(&qpns);
+        let e = enc_region(e, &self.ctrl);
+        enc_region(e, &self.data)
+            .u64(self.len as u64)
+            .u64(self.atomics.into())
+            .finish()
+    }
+
+    pub(super) fn decode(b: &[u8]) -> Result<VerbsKey> {
+        let mut d = Dec::new(b);
+        let lid = d.u64()? as u16;
+        let gid = d.bytes()?;
+        let mtu = d.u64()? as u32;
+        let qpns = d
+            .bytes()?
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok(VerbsKey {
+            port: ib::PortAddress {
+                lid,
+                gid: <[u8; 16]>::try_from(gid).ok(),
+                mtu,
+            },
+            qpns,
+            ctrl: dec_region(&mut d)?,
+            data: dec_region(&mut d)?,
+            len: d.usize()?,
+            atomics: d.u64()? != 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_survives_its_encoding() {
+        let mut gid = [0u8; 16];
+        gid[10..].copy_from_slice(&[0xff, 0xff, 10, 9, 0, 1]);
+        for gid in [Some(gid), None] {
+            let k = VerbsKey {
+                port: ib::PortAddress {
+                    lid: 7,
+                    gid,
+                    mtu: 1024,
+                },
+                qpns: vec![17, 0, 4_000_000],
+                ctrl: ib::RegionKey {
+                    addr: 0x7f00_0000_1000,
+                    rkey: 0xdead_beef,
+                },
+                data: ib::RegionKey::default(),
+                len: 4096,
+                atomics: true,
+            };
+            assert_eq!(VerbsKey::decode(&k.encode()).unwrap(), k);
+        }
+    }
+}

@@ -1,0 +1,584 @@
+//! The direct verbs transport: targets reached through ibverbs reliable-connected queue pairs,
+//! with no libfabric (and no rxm layer) in between.
+//!
+//! Windows of a thread share one endpoint (`resources.rs`): one device port, one completion
+//! queue, and one queue pair per peer, created and connected at the first window the two ranks
+//! share (each rank prepares a queue pair for every rank it is not connected to yet, the window's
+//! key exchange carries their numbers, then each connects its own: no extra round), and kept for
+//! later windows. Each rank registers its control block and window memory as memory regions at
+//! window creation and publishes their keys with its port address (`key.rs`). Puts are RDMA
+//! writes (inline where they fit, else from a staging buffer: the caller's buffer is free when
+//! the put returns), gets RDMA reads, lock words and the 64-bit fetch-add, atomic read and
+//! compare-and-swap accumulates the NIC's own atomics (where the device has them); every other
+//! accumulate runs under the target's accumulate lock (`transport::locked_accumulate`).
+//! Completion is tracked per queue pair, so a flush of one target waits for that target's work.
+//! No progress thread: the NIC serves this rank's memory while the rank computes or sleeps.
+//! Memory attached to a dynamic window is registered when it is attached and deregistered when
+//! it is detached; origins learn its key from the owner's attach table.
+//!
+//! # MPI-4.1: 12.3 (communication calls), 12.5.4 (flush), 12.7 (semantics and correctness)
+
+mod key;
+mod resources;
+
+#[cfg(have_libfabric)]
+use super::foreign;
+use super::{
+    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Part, Path, Pending,
+    Reach, Space, Transport, gets_in_flight, locked_accumulate, locked_accumulate_many, outside,
+    path_at, under_acc_lock, unserved,
+};
+use crate::config::VerbsConfig;
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::layout;
+use crate::protocol::reduce::{Elem, Op};
+use crate::wait::Peers;
+use crate::world::Comm;
+use key::VerbsKey;
+use onesided_shm::Mem;
+use onesided_verbs as ib;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// A verbs failure as an MPI error: a peer that cannot be reached is a failed process;
+/// anything else is MPI_ERR_OTHER with the device's words.
+fn ib_err(e: ib::VerbsError) -> Error {
+    let class = match e.is_unreachable() {
+        true => ErrorClass::ProcFailed,
+        false => ErrorClass::Other,
+    };
+    Error::new(class, format!("verbs: {e}")).caused_by(e)
+}
+
+/// A remote region as operations address it.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    addr: u64,
+    rkey: u32,
+    len: usize,
+}
+
+impl Span {
+    fn of(k: ib::RegionKey, len: usize) -> Span {
+        Span {
+            addr: k.addr,
+            rkey: k.rkey,
+            len,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Target {
+    /// The peer's world rank: its queue pair on the endpoint.
+    peer: u32,
+    ctrl: Span,
+    data: Span,
+}
+
+/// The direct verbs transport of one window.
+pub struct VerbsTransport<'a> {
+    caps: Caps,
+    targets: Vec<Target>,
+    peers: Peers,
+    _ctrl: ib::Region<'static>,
+    _data: Option<ib::Region<'a>>,
+    attached: RefCell<Vec<ib::Region<'a>>>,
+    /// This thread's endpoint (after the regions: they are deregistered first).
+    ep: Rc<ib::Endpoint>,
+}
+
+impl std::fmt::Debug for VerbsTransport<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsTransport")
+            .field("caps", &self.caps)
+            .field("targets", &self.targets.len())
+            .finish()
+    }
+}
+
+/// Whether this rank can open the verbs endpoint `config` describes (opening it, for the
+/// windows to come).
+pub(crate) fn usable(config: &VerbsConfig) -> bool {
+    resources::endpoint(config).is_ok()
+}
+
+/// This rank's endpoint and registrations, and the queue pairs it prepared, before the keys are
+/// exchanged.
+struct Local<'a> {
+    ep: Rc<ib::Endpoint>,
+    ctrl: ib::Region<'static>,
+    data: Option<ib::Region<'a>>,
+    key: VerbsKey,
+}
+
+fn open_local<'a>(
+    comm: &Comm,
+    config: &VerbsConfig,
+    ctrl: Mem<'static>,
+    data: Mem<'a>,
+) -> Result<Local<'a>> {
+    let ep = resources::endpoint(config)?;
+    let ctrl = ep.register(ctrl).map_err(ib_err)?;
+    let len = data.len();
+    let data = match len {
+        0 => None,
+        _ => Some(ep.register(data).map_err(ib_err)?),
+    };
+    let mut qpns = Vec::with_capacity(comm.size());
+    for r in 0..comm.size() {
+        let peer = comm.world_rank(r)? as u32;
+        qpns.push(match ep.connected(peer) {
+            true => 0,
+            false => ep.prepare(peer).map_err(ib_err)?,
+        });
+    }
+    let key = VerbsKey {
+        port: ep.address(),
+        qpns,
+        ctrl: ctrl.key(),
+        data: data.as_ref().map(ib::Region::key).unwrap_or_default(),
+        len,
+        atomics: ep.has_atomics(),
+    };
+    Ok(Local {
+        ep,
+        ctrl,
+        data,
+        key,
+    })
+}
+
+impl<'a> VerbsTransport<'a> {
+    /// Collective over `comm`: register this rank's control block `ctrl` and window memory
+    /// `data`, prepare a queue pair for every rank not connected yet, exchange keys, port
+    /// addresses and queue pair numbers, and connect.
+    pub(crate) fn connect(
+        comm: &Comm,
+        config: &VerbsConfig,
+        ctrl: Mem<'static>,
+        data: Mem<'a>,
+        peers: Peers,
+    ) -> Result<VerbsTransport<'a>> {
+        let opened = open_local(comm, config, ctrl, data);
+        let key = opened.as_ref().map(|l| l.key.encode());
+        let keys = comm.agree_gather("opening verbs", key.as_deref().map_err(|e| *e));
+        let local = match (opened, keys) {
+            (Ok(local), Ok(keys)) => (local, keys),
+            (opened, keys) => {
+                if let Ok(l) = &opened {
+                    drop_prepared(comm, l);
+                }
+                return Err(keys.and(opened.map(drop)).unwrap_err());
+            }
+        };
+        let (local, keys) = local;
+        let keys = keys
+            .iter()
+            .map(|k| VerbsKey::decode(k))
+            .collect::<Result<Vec<VerbsKey>>>();
+        let connected = keys.and_then(|keys| connect_all(comm, &local, &keys).map(|()| keys));
+        let keys = match comm.agree("connecting verbs queue pairs", connected) {
+            Ok(keys) => keys,
+            Err(e) => {
+                drop_prepared(comm, &local);
+                return Err(e);
+            }
+        };
+        let atomics = keys.iter().all(|k| k.atomics);
+        let targets = keys
+            .iter()
+            .enumerate()
+            .map(|(r, k)| {
+                Ok(Target {
+                    peer: comm.world_rank(r)? as u32,
+                    ctrl: Span::of(k.ctrl, layout::ctrl_block(keys.len())),
+                    data: Span::of(k.data, k.len),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ep = local.ep;
+        Ok(VerbsTransport {
+            caps: Caps {
+                name: "verbs",
+                reach: Reach::Any,
+                load_store: false,
+                needs_target_progress: false,
+                wakes_sleepers: false,
+                atomics_order_prior: false,
+                inject: ep.max_inline(),
+                max_msg: usize::MAX,
+                local_mr: true,
+                native_atomics: match atomics {
+                    true => NativeOps::verbs(),
+                    false => NativeOps::NONE,
+                },
+                cpu_atomics: false,
+            },
+            targets,
+            peers,
+            _ctrl: local.ctrl,
+            _data: local.data,
+            attached: RefCell::new(Vec::new()),
+            ep,
+        })
+    }
+
+    /// `target`, or MPI_ERR_RANK.
+    #[inline]
+    fn target(&self, target: usize) -> Result<&Target> {
+        self.targets
+            .get(target)
+            .ok_or_else(|| unserved("verbs", target))
+    }
+
+    /// Where `len` bytes at `offset` of `target`'s `space` are, or RMA_RANGE: the peer and the
+    /// remote address.
+    #[inline]
+    fn at(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        len: usize,
+    ) -> Result<(u32, ib::Remote)> {
+        let t = self.target(target)?;
+        let r = match space {
+            Space::Data => t.data,
+            Space::Control => t.ctrl,
+            Space::Attached(e) => Span {
+                addr: e.base,
+                rkey: e.key as u32,
+                len: usize::try_from(e.len).unwrap_or(usize::MAX),
+            },
+        };
+        match offset.checked_add(len) {
+            Some(end) if end <= r.len => Ok((
+                t.peer,
+                ib::Remote {
+                    addr: r.addr + offset as u64,
+                    rkey: r.rkey,
+                },
+            )),
+            _ => Err(outside(target, offset, len, r.len)),
+        }
+    }
+
+    /// How a wait on `target` should go on: give up once the job has a failure or the rank's
+    /// process is gone.
+    fn alive(&self, target: usize) -> ib::Waiting {
+        match self.peers.job_alive().is_err() || self.peers.gone(target) {
+            true => ib::Waiting::GiveUp,
+            false => ib::Waiting::Poll,
+        }
+    }
+
+    /// The NIC atomic of one element's accumulate (on the paths `NativeOps::verbs` allows:
+    /// 64-bit fetch-add, atomic read, compare-and-swap).
+    fn nic_op(acc: &Accumulate) -> ib::Atomic {
+        match acc.op {
+            AccOp::CompareSwap { compare } => ib::Atomic::CompareSwap {
+                compare,
+                swap: acc.operand,
+            },
+            AccOp::Apply(Op::NoOp) => ib::Atomic::FetchAdd(0),
+            AccOp::Apply(_) => ib::Atomic::FetchAdd(acc.operand),
+        }
+    }
+
+    /// How accumulates of `kind` on `elem` at `offset` of `target`'s `space` go
+    /// (`transport::path_at`: where the element lies in the target's memory decides).
+    fn path(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        elem: Elem,
+        kind: Kind,
+        same_op: bool,
+    ) -> Result<Path> {
+        let t = self.target(target)?;
+        let base = match space {
+            Space::Attached(e) => e.addr,
+            Space::Data => t.data.addr,
+            Space::Control => t.ctrl.addr,
+        };
+        let native = self.caps.native_atomics;
+        Ok(path_at(
+            native,
+            base.wrapping_add(offset as u64),
+            elem,
+            kind,
+            same_op,
+        ))
+    }
+
+    /// The accumulates of `acc` as NIC atomics, one per element, all in flight.
+    fn start_native(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+    ) -> Result<Pending> {
+        let (peer, _) = self.at(target, space, offset, acc.operands.len())?;
+        let size = acc.elem.size();
+        let ops = (0..acc.count())
+            .map(|i| {
+                let (_, at) = self.at(target, space, offset + i * size, size)?;
+                Ok((Self::nic_op(&acc.element(i)), at))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if ops.is_empty() {
+            return Ok(Pending::Done);
+        }
+        let t = self
+            .ep
+            .start_atomics(peer, &ops, &|| self.alive(target))
+            .map_err(ib_err)?;
+        Ok(Pending::Verbs(target, t))
+    }
+}
+
+/// Drop the queue pairs this rank prepared for a window whose connection failed somewhere, so
+/// that both ends of every pair agree on whether they are connected.
+fn drop_prepared(comm: &Comm, local: &Local<'_>) {
+    for (r, &qpn) in local.key.qpns.iter().enumerate() {
+        if qpn != 0
+            && let Ok(peer) = comm.world_rank(r)
+        {
+            local.ep.disconnect(peer as u32);
+        }
+    }
+}
+
+/// Connect every queue pair this rank prepared to the one its peer prepared for it.
+fn connect_all(comm: &Comm, local: &Local<'_>, keys: &[VerbsKey]) -> Result<()> {
+    let me = comm.rank();
+    for (r, k) in keys.iter().enumerate() {
+        let mine = local.key.qpns[r];
+        let theirs = k.qpns.get(me).copied().unwrap_or(0);
+        if (mine == 0) != (theirs == 0) {
+            return Err(Error::new(
+                ErrorClass::Intern,
+                format!("ranks {me} and {r} disagree on whether their queue pairs are connected"),
+            ));
+        }
+        if mine != 0 {
+            let peer = comm.world_rank(r)? as u32;
+            local.ep.connect(peer, k.port, theirs).map_err(ib_err)?;
+        }
+    }
+    Ok(())
+}
+
+impl Transport for VerbsTransport<'_> {
+    fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    fn put(&self, target: usize, space: Space, offset: usize, src: &[u8]) -> Result<()> {
+        let (peer, to) = self.at(target, space, offset, src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.ep
+            .write(peer, src, to, &|| self.alive(target))
+            .map_err(ib_err)
+    }
+
+    fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let (peer, from) = self.at(target, space, offset, dst.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.ep
+            .read(peer, dst, from, &|| self.alive(target))
+            .map_err(ib_err)
+    }
+
+    fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64> {
+        let (peer, at) = self.at(target, space, offset, 8)?;
+        let op = match op {
+            Amo::FetchAdd(v) => ib::Atomic::FetchAdd(v),
+            Amo::Load => ib::Atomic::FetchAdd(0),
+            Amo::CompareSwap { compare, swap } => ib::Atomic::CompareSwap { compare, swap },
+        };
+        self.ep
+            .atomic(peer, op, at, &|| self.alive(target))
+            .map_err(ib_err)
+    }
+
+    /// On the NIC where the device and the path allow, else under the target's accumulate
+    /// lock.
+    fn accumulate(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        acc: Accumulate,
+    ) -> Result<u64> {
+        let watch = || self.peers.all_alive();
+        let native = || {
+            let (peer, at) = self.at(target, space, offset, 8)?;
+            self.ep
+                .atomic(peer, Self::nic_op(&acc), at, &|| self.alive(target))
+                .map_err(ib_err)
+        };
+        match self.path(target, space, offset, acc.elem, acc.op.kind(), acc.same_op)? {
+            Path::Native => native(),
+            Path::Locked => locked_accumulate(self, &watch, target, space, offset, acc),
+            Path::ReadLocked => under_acc_lock(self, &watch, target, native),
+        }
+    }
+
+    fn accumulate_many(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+        mut fetched: Option<&mut [u8]>,
+    ) -> Result<()> {
+        let p = self.start_accumulate(target, space, offset, acc, fetched.as_deref_mut())?;
+        self.finish(p, fetched)
+    }
+
+    /// A fetch-add left in flight: its completion is waited for by the next flush of `target`.
+    fn signal(&self, target: usize, offset: usize, add: u64) -> Result<()> {
+        let (peer, at) = self.at(target, Space::Control, offset, 8)?;
+        let live = || self.alive(target);
+        let t = self
+            .ep
+            .start_atomics(peer, &[(ib::Atomic::FetchAdd(add), at)], &live);
+        t.map(drop).map_err(ib_err)
+    }
+
+    fn flush(&self, target: usize) -> Result<()> {
+        let t = self.target(target)?;
+        let probe = ib::Remote {
+            addr: t.ctrl.addr,
+            rkey: t.ctrl.rkey,
+        };
+        self.ep
+            .flush(t.peer, probe, &|| self.alive(target))
+            .map_err(ib_err)
+    }
+
+    fn flush_all(&self) -> Result<()> {
+        (0..self.targets.len()).try_for_each(|t| self.flush(t))
+    }
+
+    /// Every call returns with its origin buffer free to reuse.
+    fn flush_local(&self, _target: usize) -> Result<()> {
+        Ok(())
+    }
+
+    fn flush_local_all(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn progress(&self) -> Result<()> {
+        self.ep.progress().map_err(ib_err)
+    }
+
+    fn start_get(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<Pending> {
+        let (peer, from) = self.at(target, space, offset, dst.len())?;
+        if dst.is_empty() {
+            return Ok(Pending::Done);
+        }
+        let t = self
+            .ep
+            .start_read(peer, dst.len(), from, &|| self.alive(target))
+            .map_err(ib_err)?;
+        Ok(Pending::Verbs(target, t))
+    }
+
+    /// Every get in flight together, then each completed in turn.
+    fn get_many(&self, parts: &mut [Part<&mut [u8]>]) -> Result<()> {
+        let gets = parts
+            .iter_mut()
+            .map(|p| (p.target, p.space, p.offset, &mut *p.bytes));
+        gets_in_flight(self, gets)
+    }
+
+    /// On the NIC, one atomic per element, all in flight; under the target's accumulate lock
+    /// where the NIC may not, complete when it returns.
+    fn start_accumulate(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        acc: AccumulateMany<'_>,
+        fetched: Option<&mut [u8]>,
+    ) -> Result<Pending> {
+        acc.check(fetched.as_deref())?;
+        let watch = || self.peers.all_alive();
+        let kind = Kind::Apply(acc.op);
+        match self.path(target, space, offset, acc.elem, kind, acc.same_op)? {
+            Path::Native => self.start_native(target, space, offset, acc),
+            Path::Locked => {
+                locked_accumulate_many(self, &watch, target, space, offset, acc, fetched)?;
+                Ok(Pending::Done)
+            }
+            Path::ReadLocked => {
+                under_acc_lock(self, &watch, target, || {
+                    let p = self.start_native(target, space, offset, acc)?;
+                    self.finish(p, fetched)
+                })?;
+                Ok(Pending::Done)
+            }
+        }
+    }
+
+    /// Complete, or never to complete because the target is gone.
+    fn test(&self, pending: &Pending) -> Result<bool> {
+        Ok(match pending {
+            Pending::Done => true,
+            Pending::Verbs(target, t) => {
+                self.ep.test(t).map_err(ib_err)? || self.alive(*target) == ib::Waiting::GiveUp
+            }
+            #[cfg(have_libfabric)]
+            Pending::Fabric(..) => return Err(foreign("verbs")),
+        })
+    }
+
+    fn finish(&self, pending: Pending, out: Option<&mut [u8]>) -> Result<()> {
+        match pending {
+            Pending::Done => Ok(()),
+            Pending::Verbs(target, t) => self
+                .ep
+                .finish(t, out, &|| self.alive(target))
+                .map_err(ib_err),
+            #[cfg(have_libfabric)]
+            Pending::Fabric(..) => Err(foreign("verbs")),
+        }
+    }
+}
+
+impl<'a> Attach<'a> for VerbsTransport<'a> {
+    /// Register `mem` as a memory region (nothing for empty memory, which no operation
+    /// reaches).
+    fn attach(&self, mem: Mem<'a>) -> Result<(u64, u64)> {
+        if mem.is_empty() {
+            return Ok((0, 0));
+        }
+        let region = self.ep.register(mem).map_err(ib_err)?;
+        let key = region.key();
+        self.attached.borrow_mut().push(region);
+        Ok((key.addr, key.rkey.into()))
+    }
+
+    fn detach(&self, addr: u64) {
+        let mut attached = self.attached.borrow_mut();
+        if let Some(i) = attached.iter().position(|r| r.mem().addr() as u64 == addr) {
+            attached.swap_remove(i);
+        }
+    }
+}

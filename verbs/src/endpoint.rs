@@ -1,0 +1,811 @@
+//! An endpoint: one device port with its protection domain, one completion queue, a
+//! reliable-connected queue pair per peer, and the staging buffers of this side's operations.
+//! Nothing runs on its own: the NIC serves peers' operations on this side's memory, and this
+//! side's own work completes when its caller polls (no progress thread).
+//!
+//! Puts are RDMA writes (inline up to the queue pair's limit, else from a staging buffer), gets
+//! RDMA reads into a staging buffer, atomics the NIC's 8-byte fetch-and-add and
+//! compare-and-swap. Writes are signalled selectively (`track.rs`); a flush of a peer waits
+//! until its queue pair's outstanding work is retired, adding a signalled 8-byte read behind it
+//! where the newest request is unsignalled (a read is executed after the writes before it, so
+//! its completion means they are complete at the target).
+
+use crate::device::{Context, LinkLayer, choose_gid};
+use crate::error::VerbsError;
+use crate::queue::{Connect, Cq, Pd, PortAddress, Qp};
+use crate::region::Region;
+use crate::stage::{Buf, Stage};
+use crate::sys;
+use crate::track::{FLUSHED, Ledger, Phase};
+use onesided_shm::Mem;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Send queue entries per queue pair (at most; the device may grant fewer).
+const DEPTH: u32 = 128;
+/// Completion queue entries (at most the device's limit).
+const CQ_ENTRIES: u32 = 8192;
+/// Inline bytes asked of the first queue pair; later ones ask for what it was granted.
+const INLINE: u32 = 256;
+/// RDMA reads and atomics in flight per queue pair, each way (at most the device's limits).
+const RD_ATOMIC: u32 = 16;
+/// The largest transfer one work request moves (at most the port's largest message); longer
+/// ones are split.
+const CHUNK: usize = 1 << 30;
+/// How often a wait asks its caller whether to go on, and looks at the device's async events.
+const CHECK_EVERY: Duration = Duration::from_millis(10);
+/// Rounds a wait polls back to back before it yields the core on every round.
+const SPIN_ROUNDS: u32 = 1024;
+
+/// What a wait should do, as its caller judges the peers it waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Keep polling.
+    Poll,
+    /// Give up: a peer the wait depends on is gone.
+    GiveUp,
+}
+
+/// Where an operation goes in a peer's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remote {
+    /// The target address (a virtual address of the peer, inside a region it registered).
+    pub addr: u64,
+    /// The region's remote key.
+    pub rkey: u32,
+}
+
+/// An 8-byte atomic of the NIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Atomic {
+    /// Add, returning the old value.
+    FetchAdd(u64),
+    /// Store `swap` if the word equals `compare`, returning the old value.
+    CompareSwap {
+        /// The value the word must hold.
+        compare: u64,
+        /// The value stored.
+        swap: u64,
+    },
+}
+
+/// Which device, port and GID an endpoint uses (`None`: chosen, see [`Endpoint::open`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Request {
+    /// The device's name.
+    pub device: Option<String>,
+    /// The port number.
+    pub port: Option<u8>,
+    /// The GID index.
+    pub gid_index: Option<u32>,
+}
+
+/// What one operation does.
+enum Work<'s> {
+    Write(&'s [u8]),
+    Read(usize),
+    Atomic(Atomic),
+}
+
+/// A peer's queue pair.
+enum Link {
+    Prepared(Qp),
+    Ready(Qp),
+}
+
+impl Link {
+    fn qp(&self) -> &Qp {
+        match self {
+            Link::Prepared(qp) | Link::Ready(qp) => qp,
+        }
+    }
+}
+
+struct State {
+    ledger: Ledger<Buf>,
+    stage: Stage,
+}
+
+struct Core {
+    /// Queue pairs by peer (dropped first: before the buffers and queue they use).
+    links: RefCell<Vec<Option<Link>>>,
+    state: RefCell<State>,
+    cq: Cq,
+    pd: Rc<Pd>,
+    ctx: Rc<Context>,
+    port: u8,
+    sgid: Option<u32>,
+    address: PortAddress,
+    depth: u32,
+    /// The largest transfer of one work request.
+    chunk: usize,
+    inline: std::cell::Cell<u32>,
+    rd_atomic: u8,
+    atomics: bool,
+}
+
+/// An endpoint on one device port (not `Send`: it is driven by the thread that owns it).
+pub struct Endpoint {
+    core: Rc<Core>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("device", &self.core.ctx.name)
+            .field("port", &self.core.port)
+            .field("gid_index", &self.core.sgid)
+            .finish()
+    }
+}
+
+/// Operations started by the request forms, until [`Endpoint::finish`]; dropped unfinished,
+/// they complete on their own and their buffers go back then.
+pub struct Ticket {
+    core: Rc<Core>,
+    /// Work request ids, with the bytes each hands over.
+    ops: Vec<(u64, usize)>,
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("ops", &self.ops.len())
+            .finish()
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut st = self.core.state.borrow_mut();
+        let State { ledger, stage } = &mut *st;
+        for &(id, _) in &self.ops {
+            if let Some(b) = ledger.forget(id) {
+                stage.give(b);
+            }
+        }
+    }
+}
+
+impl Endpoint {
+    /// Open the endpoint `req` describes: the named device, or the first with an active port;
+    /// that port, or its first active one; the GID of `req`, or on Ethernet the one
+    /// [`choose_gid`] picks.
+    pub fn open(req: &Request) -> Result<Endpoint, VerbsError> {
+        let mut devices = crate::device::opened()?;
+        let found = devices.iter().position(|(_, d)| match &req.device {
+            Some(name) => &d.name == name,
+            None => d.active_port().is_some(),
+        });
+        let Some(i) = found else {
+            let what = match &req.device {
+                Some(n) => format!("no verbs device named {n:?}"),
+                None if devices.is_empty() => "no verbs device".to_owned(),
+                None => "no verbs device with an active port".to_owned(),
+            };
+            return Err(VerbsError::new(what, libc::ENODEV));
+        };
+        let (ctx, info) = devices.swap_remove(i);
+        drop(devices);
+        let port = match req.port {
+            Some(p) => info.ports.iter().find(|x| x.number == p),
+            None => info.active_port(),
+        }
+        .ok_or_else(|| {
+            VerbsError::new(
+                format!("{}: no such port, or none active", info.name),
+                libc::ENODEV,
+            )
+        })?;
+        if !port.active {
+            return Err(VerbsError::new(
+                format!("{} port {} is {}", info.name, port.number, port.state),
+                libc::ENETDOWN,
+            ));
+        }
+        let sgid = req
+            .gid_index
+            .or_else(|| choose_gid(&port.gids, port.link_layer));
+        let gid = match sgid {
+            Some(i) => Some(
+                port.gids
+                    .iter()
+                    .find(|g| g.index == i)
+                    .map(|g| g.gid)
+                    .ok_or_else(|| {
+                        VerbsError::new(
+                            format!("{} port {}: no GID at index {i}", info.name, port.number),
+                            libc::EINVAL,
+                        )
+                    })?,
+            ),
+            None if port.link_layer == LinkLayer::Ethernet => {
+                return Err(VerbsError::new(
+                    format!(
+                        "{} port {} has no GID to address peers by",
+                        info.name, port.number
+                    ),
+                    libc::EADDRNOTAVAIL,
+                ));
+            }
+            None => None,
+        };
+        let ctx = Rc::new(ctx);
+        set_nonblocking(&ctx)?;
+        let pd = Pd::alloc(ctx.clone())?;
+        let cq = Cq::create(ctx.clone(), CQ_ENTRIES.min(info.max_cqe))?;
+        let stage = Stage::new(pd.clone())?;
+        let rd_atomic = RD_ATOMIC.min(info.max_qp_rd_atom).min(255) as u8;
+        Ok(Endpoint {
+            core: Rc::new(Core {
+                links: RefCell::new(Vec::new()),
+                state: RefCell::new(State {
+                    ledger: Ledger::new(),
+                    stage,
+                }),
+                cq,
+                pd,
+                port: port.number,
+                sgid,
+                address: PortAddress {
+                    lid: port.lid,
+                    gid,
+                    mtu: port.active_mtu,
+                },
+                depth: DEPTH.min(info.max_qp_wr.max(1)),
+                chunk: CHUNK.min(port.max_msg.max(4096) as usize),
+                inline: std::cell::Cell::new(INLINE),
+                rd_atomic: rd_atomic.max(1),
+                atomics: info.has_atomics(),
+                ctx,
+            }),
+        })
+    }
+
+    /// The device's name.
+    pub fn device(&self) -> &str {
+        &self.core.ctx.name
+    }
+
+    /// The port and GID index in use.
+    pub fn port(&self) -> (u8, Option<u32>) {
+        (self.core.port, self.core.sgid)
+    }
+
+    /// How peers reach this endpoint's port.
+    pub fn address(&self) -> PortAddress {
+        self.core.address
+    }
+
+    /// Whether the device runs 8-byte fetch-and-add and compare-and-swap.
+    pub fn has_atomics(&self) -> bool {
+        self.core.atomics
+    }
+
+    /// The largest write sent inline (known once a queue pair was created; the size asked
+    /// before).
+    pub fn max_inline(&self) -> usize {
+        self.core.inline.get() as usize
+    }
+
+    /// Register `mem` for peers to write, read and run atomics on.
+    pub fn register<'a>(&self, mem: Mem<'a>) -> Result<Region<'a>, VerbsError> {
+        Region::new(self.core.pd.clone(), mem)
+    }
+
+    /// Whether `peer` has a connected queue pair.
+    pub fn connected(&self, peer: u32) -> bool {
+        matches!(
+            self.core.links.borrow().get(peer as usize),
+            Some(Some(Link::Ready(_)))
+        )
+    }
+
+    /// A queue pair for `peer`, ready to be connected: its number, which the peer connects to.
+    pub fn prepare(&self, peer: u32) -> Result<u32, VerbsError> {
+        let c = &self.core;
+        let qp = Qp::create(c.pd.clone(), &c.cq, c.depth, c.inline.get())?;
+        c.inline.set(qp.max_inline);
+        qp.init(c.port)?;
+        let num = qp.num();
+        let mut links = c.links.borrow_mut();
+        let i = peer as usize;
+        if links.len() <= i {
+            links.resize_with(i + 1, || None);
+        }
+        links[i] = Some(Link::Prepared(qp));
+        Ok(num)
+    }
+
+    /// Connect `peer`'s prepared queue pair to its queue pair `remote_qpn` at `to`.
+    pub fn connect(&self, peer: u32, to: PortAddress, remote_qpn: u32) -> Result<(), VerbsError> {
+        let c = &self.core;
+        let mut links = c.links.borrow_mut();
+        let slot = links.get_mut(peer as usize).and_then(Option::take);
+        let Some(Link::Prepared(qp)) = slot else {
+            return Err(VerbsError::new(
+                format!("no queue pair prepared for peer {peer}"),
+                libc::EINVAL,
+            ));
+        };
+        qp.connect(&Connect {
+            port: c.port,
+            mtu: c.address.mtu,
+            sgid: c.sgid,
+            to,
+            remote_qpn,
+            remote_psn: remote_qpn & 0xff_ffff,
+            local_psn: qp.num() & 0xff_ffff,
+            rd_atomic: c.rd_atomic,
+        })?;
+        links[peer as usize] = Some(Link::Ready(qp));
+        Ok(())
+    }
+
+    /// Drop `peer`'s queue pair, connected or not (a connection that failed on some rank).
+    pub fn disconnect(&self, peer: u32) {
+        let link = self
+            .core
+            .links
+            .borrow_mut()
+            .get_mut(peer as usize)
+            .and_then(Option::take);
+        if let Some(link) = link {
+            link.qp().fail();
+            let mut st = self.core.state.borrow_mut();
+            let State { ledger, stage } = &mut *st;
+            ledger.break_queue(peer, FLUSHED, |b| stage.give(b));
+            drop(link);
+        }
+    }
+
+    /// Write `src` at `to` of `peer`; returns when `src` may be reused (sent inline, or copied
+    /// into a staging buffer), the write in flight until a flush of `peer`.
+    pub fn write(
+        &self,
+        peer: u32,
+        src: &[u8],
+        to: Remote,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        let chunk = self.core.chunk;
+        for (i, piece) in src.chunks(chunk).enumerate() {
+            let at = shifted(to, i * chunk);
+            self.core
+                .start(peer, Work::Write(piece), at, false, false, live)?;
+        }
+        Ok(())
+    }
+
+    /// Read `dst.len()` bytes at `from` of `peer` into `dst`.
+    pub fn read(
+        &self,
+        peer: u32,
+        dst: &mut [u8],
+        from: Remote,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        let t = self.start_read(peer, dst.len(), from, live)?;
+        self.finish(t, Some(dst), live)
+    }
+
+    /// The 8-byte atomic `op` on the word at `at` of `peer` (8-aligned); the old value.
+    pub fn atomic(
+        &self,
+        peer: u32,
+        op: Atomic,
+        at: Remote,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<u64, VerbsError> {
+        let t = self.start_atomics(peer, &[(op, at)], live)?;
+        let mut old = [0u8; 8];
+        self.finish(t, Some(&mut old), live)?;
+        Ok(u64::from_ne_bytes(old))
+    }
+
+    /// Start reading `len` bytes at `from` of `peer` (one read per largest message, all in
+    /// flight together); [`Endpoint::finish`] hands them over.
+    pub fn start_read(
+        &self,
+        peer: u32,
+        len: usize,
+        from: Remote,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<Ticket, VerbsError> {
+        let chunk = self.core.chunk;
+        let mut t = self.ticket(Vec::with_capacity(len.div_ceil(chunk)));
+        for at in (0..len).step_by(chunk) {
+            let n = chunk.min(len - at);
+            let last = at + n == len;
+            let id = self
+                .core
+                .start(peer, Work::Read(n), shifted(from, at), true, last, live)?;
+            t.ops.push((id, n));
+        }
+        Ok(t)
+    }
+
+    /// Start the atomics `ops` on words of `peer`, all in flight together; [`Endpoint::finish`]
+    /// hands over their old values, 8 bytes each in order.
+    pub fn start_atomics(
+        &self,
+        peer: u32,
+        ops: &[(Atomic, Remote)],
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<Ticket, VerbsError> {
+        let mut t = self.ticket(Vec::with_capacity(ops.len()));
+        for &(op, at) in ops {
+            let last = t.ops.len() + 1 == ops.len();
+            let id = self
+                .core
+                .start(peer, Work::Atomic(op), at, true, last, live)?;
+            t.ops.push((id, 8));
+        }
+        Ok(t)
+    }
+
+    fn ticket(&self, ops: Vec<(u64, usize)>) -> Ticket {
+        Ticket {
+            core: self.core.clone(),
+            ops,
+        }
+    }
+
+    /// Whether every operation of `t` is retired (polling once).
+    pub fn test(&self, t: &Ticket) -> Result<bool, VerbsError> {
+        self.core.drain()?;
+        let st = self.core.state.borrow();
+        Ok(t.ops
+            .iter()
+            .all(|&(id, _)| st.ledger.phase(id) != Phase::Flight))
+    }
+
+    /// Wait for the operations of `t`; what they read goes to `out`, in order. The first
+    /// failure is returned once every operation is retired (or given up on).
+    pub fn finish(
+        &self,
+        mut t: Ticket,
+        mut out: Option<&mut [u8]>,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        let ops = std::mem::take(&mut t.ops);
+        let c = &self.core;
+        let done = c.wait(
+            "waiting for RDMA completions",
+            |st| {
+                ops.iter()
+                    .all(|&(id, _)| st.ledger.phase(id) != Phase::Flight)
+            },
+            live,
+        );
+        let mut st = c.state.borrow_mut();
+        let State { ledger, stage } = &mut *st;
+        if let Err(e) = done {
+            for &(id, _) in &ops {
+                if let Some(b) = ledger.forget(id) {
+                    stage.give(b);
+                }
+            }
+            return Err(e);
+        }
+        let mut first = Ok(());
+        let mut at = 0;
+        for (id, len) in ops {
+            let Some((phase, buf)) = ledger.take(id) else {
+                continue;
+            };
+            match (phase, &buf, out.as_deref_mut()) {
+                (Phase::Done, Some(b), Some(out)) if len > 0 => {
+                    let end = (at + len).min(out.len());
+                    stage.drain(b, &mut out[at..end]);
+                }
+                (Phase::Failed(s), _, _) if first.is_ok() => {
+                    first = Err(VerbsError::completion("RDMA operation", s));
+                }
+                _ => {}
+            }
+            at += len;
+            if let Some(b) = buf {
+                stage.give(b);
+            }
+        }
+        first
+    }
+
+    /// Complete every operation to `peer` at `peer`: wait until its queue pair has retired
+    /// them, behind a signalled 8-byte read of `probe` (memory of `peer`'s that is registered)
+    /// where the newest is unsignalled. An operation that failed since breaks the queue pair:
+    /// the flush fails with it.
+    pub fn flush(
+        &self,
+        peer: u32,
+        probe: Remote,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        let c = &self.core;
+        let (queued, signaled) = {
+            let st = c.state.borrow();
+            (st.ledger.queued(peer), st.ledger.newest_signaled(peer))
+        };
+        if queued > 0 {
+            if !signaled {
+                c.start(peer, Work::Read(8), probe, false, true, live)?;
+            }
+            c.wait(
+                "flushing RDMA writes",
+                |st| st.ledger.queued(peer) == 0,
+                live,
+            )?;
+        }
+        match c.state.borrow().ledger.broken(peer) {
+            Some(s) => Err(VerbsError::completion(
+                format!("an RDMA operation to peer {peer}"),
+                s,
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Retire what has completed (a call while nothing is waited for).
+    pub fn progress(&self) -> Result<(), VerbsError> {
+        self.core.drain()
+    }
+}
+
+/// `r` moved `by` bytes on.
+fn shifted(r: Remote, by: usize) -> Remote {
+    Remote {
+        addr: r.addr + by as u64,
+        rkey: r.rkey,
+    }
+}
+
+/// Make the context's async event descriptor non-blocking, so waits look at it in passing.
+fn set_nonblocking(ctx: &Context) -> Result<(), VerbsError> {
+    // SAFETY: `raw` is an open context; `async_fd` is its descriptor.
+    let fd = unsafe { (*ctx.raw).async_fd };
+    // SAFETY: plain fcntl calls on a descriptor the context owns.
+    let rc = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK)
+    };
+    if rc < 0 {
+        return Err(VerbsError::last(
+            "making the async event descriptor non-blocking",
+        ));
+    }
+    Ok(())
+}
+
+impl Core {
+    /// The ready queue pair of `peer`, or why there is none.
+    fn with_qp<R>(&self, peer: u32, f: impl FnOnce(&Qp) -> R) -> Result<R, VerbsError> {
+        let links = self.links.borrow();
+        match links.get(peer as usize) {
+            Some(Some(Link::Ready(qp))) => Ok(f(qp)),
+            _ => Err(VerbsError::new(
+                format!("no connection to peer {peer}"),
+                libc::ENOTCONN,
+            )),
+        }
+    }
+
+    /// Post `work` to `at` of `peer`, once its queue pair and the completion queue have room
+    /// and a staging buffer is free; `kept`: the caller takes the outcome; `signal`: ask for a
+    /// completion. The work request id.
+    fn start(
+        &self,
+        peer: u32,
+        work: Work<'_>,
+        at: Remote,
+        kept: bool,
+        signal: bool,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<u64, VerbsError> {
+        let depth = self.with_qp(peer, |qp| qp.depth)?;
+        let broken = |st: &State| st.ledger.broken(peer);
+        if let Some(s) = broken(&self.state.borrow()) {
+            return Err(VerbsError::completion(
+                format!("an earlier RDMA operation to peer {peer}"),
+                s,
+            ));
+        }
+        let room = |st: &State| {
+            broken(st).is_some()
+                || (st.ledger.queued(peer) + 1 < depth as usize
+                    && st.ledger.outstanding() < self.cq.size as usize / 2)
+        };
+        if !room(&self.state.borrow()) {
+            self.wait("waiting for room in the send queue", room, live)?;
+            if let Some(s) = broken(&self.state.borrow()) {
+                return Err(VerbsError::completion(
+                    format!("an RDMA operation to peer {peer}"),
+                    s,
+                ));
+            }
+        }
+        let len = match work {
+            Work::Write(src) => src.len(),
+            Work::Read(len) => len,
+            Work::Atomic(_) => 8,
+        };
+        let inline = matches!(work, Work::Write(_)) && len <= self.inline.get() as usize;
+        let buf = match inline {
+            true => None,
+            false => Some(self.state.borrow_mut().stage.take(len)?),
+        };
+        let mut st = self.state.borrow_mut();
+        let State { ledger, stage } = &mut *st;
+        // The scatter-gather entry first, whole: the request points to it.
+        let mut sge = match (&buf, &work) {
+            (Some(b), work) => {
+                if let Work::Write(src) = work {
+                    stage.fill(b, src);
+                }
+                staged(stage.at(b), len)
+            }
+            (None, work) => sys::ibv_sge {
+                addr: match work {
+                    Work::Write(src) => src.as_ptr() as u64,
+                    _ => 0,
+                },
+                length: len as u32,
+                lkey: 0,
+            },
+        };
+        let mut wr = sys::ibv_send_wr {
+            sg_list: &mut sge,
+            num_sge: 1,
+            ..Default::default()
+        };
+        match work {
+            Work::Write(_) | Work::Read(_) => {
+                wr.opcode = match work {
+                    Work::Read(_) => sys::IBV_WR_RDMA_READ,
+                    _ => sys::IBV_WR_RDMA_WRITE,
+                };
+                if buf.is_none() {
+                    wr.send_flags = sys::IBV_SEND_INLINE;
+                }
+                wr.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
+                    remote_addr: at.addr,
+                    rkey: at.rkey,
+                };
+            }
+            Work::Atomic(op) => {
+                let (opcode, compare_add, swap) = match op {
+                    Atomic::FetchAdd(add) => (sys::IBV_WR_ATOMIC_FETCH_AND_ADD, add, 0),
+                    Atomic::CompareSwap { compare, swap } => {
+                        (sys::IBV_WR_ATOMIC_CMP_AND_SWP, compare, swap)
+                    }
+                };
+                wr.opcode = opcode;
+                wr.wr.atomic = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+                    remote_addr: at.addr,
+                    compare_add,
+                    swap,
+                    rkey: at.rkey,
+                };
+            }
+        }
+        let (id, signaled) = ledger.begin(peer, depth, buf, kept, signal);
+        wr.wr_id = id;
+        if signaled {
+            wr.send_flags |= sys::IBV_SEND_SIGNALED;
+        }
+        let posted = self.with_qp(peer, |qp| qp.post(&mut wr)).and_then(|r| r);
+        if let Err(e) = posted {
+            if let Some(b) = ledger.undo(id) {
+                stage.give(b);
+            }
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// Poll the completion queue until it is empty, retiring what completed.
+    fn drain(&self) -> Result<(), VerbsError> {
+        let mut wcs = [sys::ibv_wc::default(); 16];
+        loop {
+            let n = self.cq.poll(&mut wcs)?;
+            if n == 0 {
+                return Ok(());
+            }
+            let mut st = self.state.borrow_mut();
+            let State { ledger, stage } = &mut *st;
+            for wc in &wcs[..n] {
+                let status = (wc.status != sys::IBV_WC_SUCCESS).then_some(wc.status);
+                ledger.complete(wc.wr_id, status, |b| stage.give(b));
+            }
+            if n < wcs.len() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Poll until `done` holds; every [`CHECK_EVERY`], look at the device's async events and
+    /// ask `live` whether to go on.
+    fn wait(
+        &self,
+        what: &str,
+        done: impl Fn(&State) -> bool,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        let mut rounds = 0u32;
+        let mut checked: Option<Instant> = None;
+        loop {
+            self.drain()?;
+            if done(&self.state.borrow()) {
+                return Ok(());
+            }
+            rounds = rounds.wrapping_add(1);
+            if rounds.is_multiple_of(64) {
+                let now = Instant::now();
+                let since = checked.get_or_insert(now);
+                if now.duration_since(*since) >= CHECK_EVERY {
+                    *since = now;
+                    self.events();
+                    if live() == Waiting::GiveUp {
+                        return Err(VerbsError::gone(what));
+                    }
+                }
+            }
+            if rounds < SPIN_ROUNDS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Read the device's pending async events: a queue pair the device reports broken fails
+    /// its outstanding work.
+    fn events(&self) {
+        let lib = self.ctx.lib;
+        loop {
+            let mut ev = sys::ibv_async_event::default();
+            // SAFETY: `ctx.raw` is an open context whose async descriptor is non-blocking; `ev`
+            // is a valid out pointer, acknowledged below.
+            if unsafe { (lib.get_async_event)(self.ctx.raw, &mut ev) } != 0 {
+                return;
+            }
+            let broken_qp = match ev.event_type {
+                sys::IBV_EVENT_QP_FATAL
+                | sys::IBV_EVENT_QP_REQ_ERR
+                | sys::IBV_EVENT_QP_ACCESS_ERR => {
+                    // SAFETY: for queue pair events the element is the queue pair.
+                    Some(unsafe { ev.element.qp })
+                }
+                _ => None,
+            };
+            if let Some(qp) = broken_qp {
+                let peer = self
+                    .links
+                    .borrow()
+                    .iter()
+                    .position(|l| l.as_ref().is_some_and(|l| l.qp().raw == qp));
+                if let Some(peer) = peer {
+                    let status = match ev.event_type {
+                        sys::IBV_EVENT_QP_ACCESS_ERR => sys::IBV_WC_REM_ACCESS_ERR,
+                        _ => sys::IBV_WC_FATAL_ERR,
+                    };
+                    let mut st = self.state.borrow_mut();
+                    let State { ledger, stage } = &mut *st;
+                    ledger.break_queue(peer as u32, status, |b| stage.give(b));
+                }
+            }
+            // SAFETY: `ev` came from ibv_get_async_event and is acknowledged once.
+            unsafe { (lib.ack_async_event)(&mut ev) };
+        }
+    }
+}
+
+/// The scatter-gather entry of `len` bytes of a staging buffer at `addr` with `lkey`.
+fn staged((addr, lkey): (usize, u32), len: usize) -> sys::ibv_sge {
+    sys::ibv_sge {
+        addr: addr as u64,
+        length: len as u32,
+        lkey,
+    }
+}

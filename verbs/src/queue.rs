@@ -1,0 +1,292 @@
+//! The verbs objects an endpoint is made of, each closed on drop after what depends on it: a
+//! protection domain ([`Pd`]), a completion queue ([`Cq`]) and reliable-connected queue pairs
+//! ([`Qp`]) with their state changes (RESET, INIT, RTR, RTS, ERR).
+
+use crate::device::{Context, mtu_of};
+use crate::error::VerbsError;
+use crate::sys;
+use std::rc::Rc;
+
+/// What a queue pair lets its peer do to this side's memory regions (the regions grant it too).
+const REMOTE_ACCESS: u32 =
+    sys::IBV_ACCESS_REMOTE_WRITE | sys::IBV_ACCESS_REMOTE_READ | sys::IBV_ACCESS_REMOTE_ATOMIC;
+
+/// A protection domain of an opened device.
+pub(crate) struct Pd {
+    pub(crate) ctx: Rc<Context>,
+    pub(crate) raw: *mut sys::ibv_pd,
+}
+
+impl Pd {
+    pub(crate) fn alloc(ctx: Rc<Context>) -> Result<Rc<Pd>, VerbsError> {
+        // SAFETY: `ctx.raw` is an open context.
+        let raw = unsafe { (ctx.lib.alloc_pd)(ctx.raw) };
+        if raw.is_null() {
+            return Err(VerbsError::last(format!("ibv_alloc_pd on {}", ctx.name)));
+        }
+        Ok(Rc::new(Pd { ctx, raw }))
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        // SAFETY: allocated by ibv_alloc_pd; every queue pair and region of the domain holds an
+        // `Rc` of it, so none is left when it is freed.
+        unsafe { (self.ctx.lib.dealloc_pd)(self.raw) };
+    }
+}
+
+/// A completion queue.
+pub(crate) struct Cq {
+    ctx: Rc<Context>,
+    pub(crate) raw: *mut sys::ibv_cq,
+    /// Entries it holds.
+    pub(crate) size: u32,
+}
+
+impl Cq {
+    pub(crate) fn create(ctx: Rc<Context>, size: u32) -> Result<Cq, VerbsError> {
+        let size = size.max(1);
+        // SAFETY: `ctx.raw` is an open context; no completion channel, vector 0.
+        let raw = unsafe {
+            (ctx.lib.create_cq)(
+                ctx.raw,
+                size as i32,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        if raw.is_null() {
+            return Err(VerbsError::last(format!("ibv_create_cq of {size} entries")));
+        }
+        // SAFETY: `raw` is the queue just created; `cqe` is what the device gave.
+        let size = unsafe { (*raw).cqe }.max(1) as u32;
+        Ok(Cq { ctx, raw, size })
+    }
+
+    /// Move up to `wcs.len()` completions into `wcs`; how many.
+    #[inline]
+    pub(crate) fn poll(&self, wcs: &mut [sys::ibv_wc]) -> Result<usize, VerbsError> {
+        // SAFETY: `raw` is a live queue whose context's operation table has `poll_cq` (what the
+        // inline `ibv_poll_cq` calls); `wcs` has room for the entries asked.
+        let n = unsafe {
+            let poll = (*self.ctx.raw).ops.poll_cq.unwrap_unchecked();
+            poll(self.raw, wcs.len() as i32, wcs.as_mut_ptr())
+        };
+        usize::try_from(n).map_err(|_| VerbsError::new("ibv_poll_cq", libc::EIO))
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_cq; the endpoint drops its queue pairs first.
+        unsafe { (self.ctx.lib.destroy_cq)(self.raw) };
+    }
+}
+
+/// How a queue pair reaches its peer's port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortAddress {
+    /// The peer port's LID (InfiniBand).
+    pub lid: u16,
+    /// The peer port's GID, where packets carry a global route header (RoCE); `None` on
+    /// InfiniBand within a subnet.
+    pub gid: Option<[u8; 16]>,
+    /// The peer port's active MTU in bytes (the path takes the smaller of both ends).
+    pub mtu: u32,
+}
+
+/// A reliable-connected queue pair; sends only (RDMA write, read and atomics need no receive
+/// queue entries).
+pub(crate) struct Qp {
+    pd: Rc<Pd>,
+    pub(crate) raw: *mut sys::ibv_qp,
+    /// Work requests its send queue holds.
+    pub(crate) depth: u32,
+    /// The largest write it sends inline.
+    pub(crate) max_inline: u32,
+}
+
+impl Qp {
+    /// A queue pair in RESET of `depth` send entries on `cq`, with `inline` bytes of inline data
+    /// or the most the device allows below it.
+    pub(crate) fn create(pd: Rc<Pd>, cq: &Cq, depth: u32, inline: u32) -> Result<Qp, VerbsError> {
+        let mut tried = inline;
+        loop {
+            let mut attr = sys::ibv_qp_init_attr {
+                send_cq: cq.raw,
+                recv_cq: cq.raw,
+                cap: sys::ibv_qp_cap {
+                    max_send_wr: depth,
+                    max_recv_wr: 1,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: tried,
+                },
+                qp_type: sys::IBV_QPT_RC,
+                sq_sig_all: 0,
+                ..Default::default()
+            };
+            // SAFETY: `pd.raw` is a live domain and `attr` names a live completion queue; the
+            // call writes the capabilities granted back into `attr`.
+            let raw = unsafe { (pd.ctx.lib.create_qp)(pd.raw, &mut attr) };
+            if !raw.is_null() {
+                return Ok(Qp {
+                    pd,
+                    raw,
+                    depth: attr.cap.max_send_wr,
+                    max_inline: attr.cap.max_inline_data,
+                });
+            }
+            let e = VerbsError::last(format!(
+                "ibv_create_qp ({depth} send entries, {tried} bytes inline)"
+            ));
+            if tried == 0 {
+                return Err(e);
+            }
+            tried /= 2;
+        }
+    }
+
+    /// Its number, which the peer connects to.
+    pub(crate) fn num(&self) -> u32 {
+        // SAFETY: `raw` is a live queue pair.
+        unsafe { (*self.raw).qp_num }
+    }
+
+    fn modify(&self, attr: &mut sys::ibv_qp_attr, mask: u32, what: &str) -> Result<(), VerbsError> {
+        // SAFETY: `raw` is a live queue pair; `attr` holds every field `mask` names.
+        let rc = unsafe { (self.pd.ctx.lib.modify_qp)(self.raw, attr, mask as i32) };
+        if rc != 0 {
+            return Err(VerbsError::new(format!("ibv_modify_qp to {what}"), rc));
+        }
+        Ok(())
+    }
+
+    /// RESET to INIT on `port`, the peer allowed to write, read and run atomics.
+    pub(crate) fn init(&self, port: u8) -> Result<(), VerbsError> {
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_INIT,
+            pkey_index: 0,
+            port_num: port,
+            qp_access_flags: REMOTE_ACCESS,
+            ..Default::default()
+        };
+        let mask = sys::IBV_QP_STATE
+            | sys::IBV_QP_PKEY_INDEX
+            | sys::IBV_QP_PORT
+            | sys::IBV_QP_ACCESS_FLAGS;
+        self.modify(&mut attr, mask, "INIT")
+    }
+
+    /// INIT to RTR then RTS, connected to queue pair `remote_qpn` at `to`, from `port` (whose MTU
+    /// is `mtu` and, with a global route, whose GID is entry `sgid`). `rd_atomic` reads and
+    /// atomics in flight each way. Retries: 7 of 67 ms each (timeout 14), so a peer that is
+    /// gone fails the queue pair after about half a second.
+    pub(crate) fn connect(&self, c: &Connect) -> Result<(), VerbsError> {
+        let mut ah = sys::ibv_ah_attr {
+            dlid: c.to.lid,
+            port_num: c.port,
+            ..Default::default()
+        };
+        if let (Some(gid), Some(sgid)) = (c.to.gid, c.sgid) {
+            ah.is_global = 1;
+            ah.grh.dgid.raw = gid;
+            ah.grh.sgid_index = sgid as u8;
+            ah.grh.hop_limit = 64;
+        }
+        let mut rtr = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_RTR,
+            path_mtu: mtu_of(c.to.mtu.min(c.mtu)),
+            dest_qp_num: c.remote_qpn,
+            rq_psn: c.remote_psn,
+            max_dest_rd_atomic: c.rd_atomic,
+            min_rnr_timer: 12,
+            ah_attr: ah,
+            ..Default::default()
+        };
+        let mask = sys::IBV_QP_STATE
+            | sys::IBV_QP_AV
+            | sys::IBV_QP_PATH_MTU
+            | sys::IBV_QP_DEST_QPN
+            | sys::IBV_QP_RQ_PSN
+            | sys::IBV_QP_MAX_DEST_RD_ATOMIC
+            | sys::IBV_QP_MIN_RNR_TIMER;
+        self.modify(&mut rtr, mask, "RTR")?;
+        let mut rts = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_RTS,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            sq_psn: c.local_psn,
+            max_rd_atomic: c.rd_atomic,
+            ..Default::default()
+        };
+        let mask = sys::IBV_QP_STATE
+            | sys::IBV_QP_TIMEOUT
+            | sys::IBV_QP_RETRY_CNT
+            | sys::IBV_QP_RNR_RETRY
+            | sys::IBV_QP_SQ_PSN
+            | sys::IBV_QP_MAX_QP_RD_ATOMIC;
+        self.modify(&mut rts, mask, "RTS")
+    }
+
+    /// To ERR: the device stops the queue pair's work (and flushes what is left).
+    pub(crate) fn fail(&self) {
+        let mut attr = sys::ibv_qp_attr {
+            qp_state: sys::IBV_QPS_ERR,
+            ..Default::default()
+        };
+        let _ = self.modify(&mut attr, sys::IBV_QP_STATE, "ERR");
+    }
+
+    /// Post the work requests chained from `wr`.
+    #[inline]
+    pub(crate) fn post(&self, wr: &mut sys::ibv_send_wr) -> Result<(), VerbsError> {
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: `raw` is a live queue pair whose context's operation table has `post_send`
+        // (what the inline `ibv_post_send` calls); the requests and the scatter-gather entries
+        // they point to are valid for the call, and the memory they name is registered and kept
+        // alive until their completion by the caller.
+        let rc = unsafe {
+            let post = (*self.pd.ctx.raw).ops.post_send.unwrap_unchecked();
+            post(self.raw, wr, &mut bad)
+        };
+        if rc != 0 {
+            return Err(VerbsError::new("ibv_post_send", rc));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_qp and destroyed once; its domain (and through it the
+        // context) outlives it through `pd`, its completion queue through the endpoint's field
+        // order.
+        unsafe { (self.pd.ctx.lib.destroy_qp)(self.raw) };
+    }
+}
+
+/// What connecting a queue pair needs.
+pub(crate) struct Connect {
+    pub(crate) port: u8,
+    pub(crate) mtu: u32,
+    pub(crate) sgid: Option<u32>,
+    pub(crate) to: PortAddress,
+    pub(crate) remote_qpn: u32,
+    pub(crate) remote_psn: u32,
+    pub(crate) local_psn: u32,
+    pub(crate) rd_atomic: u8,
+}
+
+/// The largest inline payload of a queue pair on `ctx` (what `ibv_devinfo` does not tell):
+/// a throwaway queue pair is created asking for 1 KiB, then half as much until it is granted.
+pub(crate) fn probe_inline(ctx: &Context) -> Result<u32, VerbsError> {
+    let ctx = Rc::new(Context::open(&ctx.name)?);
+    let pd = Pd::alloc(ctx.clone())?;
+    let cq = Cq::create(ctx, 2)?;
+    let qp = Qp::create(pd, &cq, 1, 1024)?;
+    Ok(qp.max_inline)
+}

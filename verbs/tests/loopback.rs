@@ -1,0 +1,176 @@
+//! The endpoint against itself over a real verbs device: a queue pair connected to itself,
+//! RDMA writes (inline, staged, large), reads, the NIC's atomics one at a time and in flight
+//! together, flushes, a request dropped unfinished, and a bad remote key breaking the queue
+//! pair with an error that is not a peer failure.
+//!
+//! It needs a verbs device with an active port: software RoCE in the guest of `rxe/run.sh`
+//! (CI runs it there; `ONESIDED_RXE=1`, set in the guest, makes a missing device a failure).
+//! Elsewhere it says why it did nothing.
+
+#[cfg(have_ibverbs)]
+mod on_a_device {
+    use onesided_shm::Mem;
+    use onesided_verbs::{Atomic, Endpoint, Remote, Request, Waiting};
+
+    const PEER: u32 = 0;
+
+    fn poll() -> Waiting {
+        Waiting::Poll
+    }
+
+    /// The endpoint, its window of `len` bytes registered, and its queue pair connected to
+    /// itself; `None` where there is no device (and none is required).
+    fn open(len: usize) -> Option<(Endpoint, Mem<'static>, Remote)> {
+        if onesided_verbs::active_device().is_none() {
+            assert!(
+                std::env::var("ONESIDED_RXE").as_deref() != Ok("1"),
+                "ONESIDED_RXE=1 (the guest of rxe/run.sh) but no verbs device has an active port"
+            );
+            eprintln!("verbs loopback: no verbs device here; runs in the guest of rxe/run.sh");
+            return None;
+        }
+        let ep = Endpoint::open(&Request::default()).expect("opening the endpoint");
+        let mem = Mem::alloc(len, 4096).expect("memory");
+        let qpn = ep.prepare(PEER).expect("a queue pair");
+        ep.connect(PEER, ep.address(), qpn)
+            .expect("connected to itself");
+        assert!(ep.connected(PEER));
+        let region = ep.register(mem.clone()).expect("registered");
+        let key = region.key();
+        std::mem::forget(region); // registered for the life of the test process
+        Some((
+            ep,
+            mem,
+            Remote {
+                addr: key.addr,
+                rkey: key.rkey,
+            },
+        ))
+    }
+
+    fn at(r: Remote, off: usize) -> Remote {
+        Remote {
+            addr: r.addr + off as u64,
+            rkey: r.rkey,
+        }
+    }
+
+    #[test]
+    fn writes_reads_and_atomics_land_where_they_should() {
+        let Some((ep, mem, win)) = open(16 << 20) else {
+            return;
+        };
+        let small = 0x1122_3344_5566_7788u64.to_le_bytes();
+        let staged: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        // Larger than the largest message of rxe (8 MiB): split into several work requests.
+        let large: Vec<u8> = (0..(9 << 20) + 5).map(|i| (i % 251) as u8).collect();
+        ep.write(PEER, &small, at(win, 0), &poll).unwrap();
+        ep.write(PEER, &staged, at(win, 64), &poll).unwrap();
+        ep.write(PEER, &large, at(win, 1 << 20), &poll).unwrap();
+        ep.flush(PEER, win, &poll).unwrap();
+        assert_eq!(mem.to_vec(0, 8).unwrap(), small, "inline write");
+        assert_eq!(
+            mem.to_vec(64, staged.len()).unwrap(),
+            staged,
+            "staged write"
+        );
+        assert_eq!(
+            mem.to_vec(1 << 20, large.len()).unwrap(),
+            large,
+            "large write"
+        );
+
+        let mut back = vec![0u8; large.len()];
+        ep.read(PEER, &mut back, at(win, 1 << 20), &poll).unwrap();
+        assert_eq!(back, large, "read");
+
+        let counter = at(win, 12 << 20);
+        assert_eq!(
+            ep.atomic(PEER, Atomic::FetchAdd(5), counter, &poll)
+                .unwrap(),
+            0
+        );
+        let cas = Atomic::CompareSwap {
+            compare: 5,
+            swap: 9,
+        };
+        assert_eq!(ep.atomic(PEER, cas, counter, &poll).unwrap(), 5);
+        assert_eq!(
+            ep.atomic(PEER, cas, counter, &poll).unwrap(),
+            9,
+            "no swap: 9 != 5"
+        );
+        let ops: Vec<(Atomic, Remote)> = (0..40).map(|_| (Atomic::FetchAdd(1), counter)).collect();
+        let t = ep.start_atomics(PEER, &ops, &poll).unwrap();
+        let mut olds = vec![0u8; 8 * ops.len()];
+        ep.finish(t, Some(&mut olds), &poll).unwrap();
+        let olds: Vec<u64> = olds
+            .chunks(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(
+            olds,
+            (9..49).collect::<Vec<u64>>(),
+            "one after the other, in order"
+        );
+        assert_eq!(mem.to_vec(12 << 20, 8).unwrap(), 49u64.to_ne_bytes());
+    }
+
+    #[test]
+    fn many_unsignalled_writes_and_a_dropped_request_complete() {
+        let Some((ep, mem, win)) = open(1 << 20) else {
+            return;
+        };
+        // More writes than a send queue holds: selective signalling retires them as it goes.
+        for i in 0..1000u64 {
+            ep.write(PEER, &i.to_le_bytes(), at(win, 8 * i as usize), &poll)
+                .unwrap();
+        }
+        let dropped = ep.start_read(PEER, 4096, win, &poll).unwrap();
+        drop(dropped);
+        ep.flush(PEER, win, &poll).unwrap();
+        for i in 0..1000u64 {
+            assert_eq!(mem.to_vec(8 * i as usize, 8).unwrap(), i.to_le_bytes());
+        }
+        let t = ep.start_read(PEER, 16, at(win, 8 * 998), &poll).unwrap();
+        let mut two = [0u8; 16];
+        ep.finish(t, Some(&mut two), &poll).unwrap();
+        assert_eq!(&two[..8], &998u64.to_le_bytes());
+        assert_eq!(&two[8..], &999u64.to_le_bytes());
+    }
+
+    #[test]
+    fn a_bad_remote_key_breaks_the_queue_pair_without_blaming_the_peer() {
+        let Some((ep, _mem, win)) = open(4096) else {
+            return;
+        };
+        let bad = Remote {
+            addr: win.addr,
+            rkey: win.rkey ^ 0x5a5a_0000,
+        };
+        ep.write(PEER, &[1u8; 8], bad, &poll).unwrap();
+        let e = ep.flush(PEER, win, &poll).unwrap_err();
+        assert!(
+            !e.is_unreachable(),
+            "a remote access error, not a gone peer: {e}"
+        );
+        let later = ep.write(PEER, &[2u8; 8], win, &poll).unwrap_err();
+        assert!(
+            later.status().is_some(),
+            "the queue pair stays broken: {later}"
+        );
+        ep.disconnect(PEER);
+        assert!(!ep.connected(PEER));
+    }
+}
+
+#[cfg(not(have_ibverbs))]
+#[test]
+fn built_without_verbs() {
+    assert!(
+        std::env::var("ONESIDED_RXE").as_deref() != Ok("1"),
+        "ONESIDED_RXE=1 (the guest of rxe/run.sh) but onesided-verbs was built without the \
+         libibverbs headers"
+    );
+    assert!(onesided_verbs::BUILT_WITH.is_none());
+}
