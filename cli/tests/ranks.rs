@@ -13,7 +13,9 @@
 //! forced for every target over libfabric's tcp provider (with the provider's MR mode and
 //! accumulates served by the target; and with the verbs provider's MR mode, the NIC's 64-bit
 //! atomics and emulated accumulates), and over its shm provider (its native atomics; and
-//! accumulates served by the target). Trial names start with the transport.
+//! accumulates served by the target). Where a verbs device is present (software RoCE in the
+//! guest of `rxe/run.sh`, as CI runs it), also over libfabric's `verbs;ofi_rxm` and over the
+//! direct verbs transport, at 2 and 3 ranks. Trial names start with the transport.
 
 #[macro_use]
 #[path = "ranks/util.rs"]
@@ -79,6 +81,16 @@ const ENV_SCENARIO: &str = "ONESIDED_SCENARIO";
 /// How fast the launcher must end a job after a rank was killed.
 const FAILURE_LIMIT: Duration = Duration::from_secs(10);
 
+/// [`FAILURE_LIMIT`] for jobs over `over`: scaled for libfabric's providers in the emulated
+/// guest of `rxe/run.sh`, whose waits on a dead peer run through rxm's own timers there; the
+/// direct verbs transport is held to the bound itself.
+fn failure_limit(over: &Over) -> Duration {
+    match over.fabric {
+        true => util::scaled(FAILURE_LIMIT),
+        false => FAILURE_LIMIT,
+    }
+}
+
 /// What a job of a scenario must end with.
 #[derive(Clone, Copy)]
 enum Expect {
@@ -106,6 +118,8 @@ struct Over {
     env: &'static [(&'static str, &'static str)],
     /// Needs the fabric transport (libfabric at build time).
     fabric: bool,
+    /// Needs a verbs device (listed only where one is present, or `ONESIDED_REQUIRE_VERBS=1`).
+    verbs: bool,
 }
 
 static OVERS: &[Over] = &[
@@ -113,6 +127,7 @@ static OVERS: &[Over] = &[
         name: "shm",
         env: &[("ONESIDED_TRANSPORT", "auto")],
         fabric: false,
+        verbs: false,
     },
     Over {
         name: "fabric_tcp",
@@ -123,6 +138,7 @@ static OVERS: &[Over] = &[
             ("ONESIDED_FABRIC_ATOMICS", "auto"),
         ],
         fabric: true,
+        verbs: false,
     },
     // The paths InfiniBand takes (verbs MR mode and atomics), and progress threads that poll
     // instead of sleeping in a wait object.
@@ -136,6 +152,7 @@ static OVERS: &[Over] = &[
             ("ONESIDED_FABRIC_PROGRESS", "poll"),
         ],
         fabric: true,
+        verbs: false,
     },
     Over {
         name: "fabric_shm",
@@ -146,6 +163,7 @@ static OVERS: &[Over] = &[
             ("ONESIDED_FABRIC_ATOMICS", "auto"),
         ],
         fabric: true,
+        verbs: false,
     },
     // Every accumulate served by its target over the shm provider too (over tcp, `auto`
     // serves them).
@@ -158,8 +176,53 @@ static OVERS: &[Over] = &[
             ("ONESIDED_FABRIC_ATOMICS", "served"),
         ],
         fabric: true,
+        verbs: false,
+    },
+    // libfabric's verbs provider under rxm, as InfiniBand and RoCE clusters run it: real memory
+    // registration (FI_MR_LOCAL), the atomics the device reports. Nothing set for rxe's small
+    // completion queues: onesided sizes what it asks of rxm itself.
+    Over {
+        name: "fabric_verbs",
+        env: &[
+            ("ONESIDED_TRANSPORT", "fabric"),
+            ("FI_PROVIDER", "verbs;ofi_rxm"),
+            ("ONESIDED_MR_MODE", "provider"),
+            ("ONESIDED_FABRIC_ATOMICS", "auto"),
+        ],
+        fabric: true,
+        verbs: true,
+    },
+    // The direct verbs transport: RC queue pairs, the NIC's own atomics, no progress thread.
+    Over {
+        name: "verbs",
+        env: &[("ONESIDED_TRANSPORT", "verbs")],
+        fabric: false,
+        verbs: true,
     },
 ];
+
+/// Whether the verbs transports are tested here: a verbs device with an active port is
+/// present, or `ONESIDED_RXE=1` (set in the guest of `rxe/run.sh`) says one must be (then
+/// their trials fail without one, instead of being left out).
+fn verbs_here() -> bool {
+    std::env::var("ONESIDED_RXE").as_deref() == Ok("1") || onesided_verbs::active_device().is_some()
+}
+
+/// The rank counts the verbs transports run a scenario with: its counts of 2 and 3; else its
+/// smallest where that is 4 (a scenario laid out for 4 ranks), else 3 (software RoCE runs under
+/// instruction emulation, where every process is slow to start).
+fn verbs_counts(counts: &[usize]) -> Vec<usize> {
+    let small: Vec<usize> = counts
+        .iter()
+        .copied()
+        .filter(|n| (2..=3).contains(n))
+        .collect();
+    match (small.is_empty(), counts.iter().min()) {
+        (false, _) => small,
+        (true, Some(&4)) => vec![4],
+        (true, _) => vec![3],
+    }
+}
 
 impl Over {
     fn apply(&self, cmd: &mut std::process::Command) {
@@ -174,10 +237,14 @@ impl Over {
         if self.fabric && onesided_fabric::BUILT_WITH.is_none() {
             return Some("onesided was built without libfabric");
         }
+        if self.verbs && onesided_verbs::BUILT_WITH.is_none() {
+            return Some("onesided was built without the libibverbs headers");
+        }
         if self.fabric && sc.target_may_stop {
             return Some(
-                "it stops a rank with SIGSTOP, and libfabric's tcp and shm providers serve a \
-                 target's memory from the target's own progress thread",
+                "it stops a rank with SIGSTOP, and libfabric's tcp and shm providers (and rxm's \
+                 atomics over verbs) serve a target's memory from the target's own progress \
+                 thread",
             );
         }
         None
@@ -579,11 +646,26 @@ fn trials() -> Vec<Trial> {
             eprintln!("ranks: {} ignored: {why}", pm.name());
         }
         for over in OVERS {
+            if over.verbs && !verbs_here() {
+                if pm == Pm::Onesided {
+                    eprintln!(
+                        "ranks: {} not listed: no verbs device here (CI runs it in the software \
+                         RoCE guest of rxe/run.sh)",
+                        over.name
+                    );
+                }
+                continue;
+            }
             let mut skipped = Vec::new();
             for sc in SCENARIOS.iter().filter(|sc| covered(pm, over, sc)) {
                 let skip = over.skips(sc);
                 if let Some(why) = skip {
                     skipped.push(format!("{}: {why}", sc.name));
+                    if over.verbs {
+                        // Listed where a device is, so none of them is ignored: a scenario the
+                        // transport cannot run is left out, with the reason printed.
+                        continue;
+                    }
                 }
                 let variants: Vec<Option<Flavor>> = if sc.flavors.is_empty() {
                     vec![None]
@@ -597,9 +679,13 @@ fn trials() -> Vec<Trial> {
                         }
                         None => trial_name(pm, over, sc.name),
                     };
-                    let ranks = sc.ranks.iter().map(|&n| (format!("n{n}"), Some(n)));
-                    let direct =
-                        (sc.direct && pm == Pm::Onesided).then(|| ("direct".to_owned(), None));
+                    let counts = match over.verbs {
+                        true => verbs_counts(sc.ranks),
+                        false => sc.ranks.to_vec(),
+                    };
+                    let ranks = counts.into_iter().map(|n| (format!("n{n}"), Some(n)));
+                    let direct = (sc.direct && pm == Pm::Onesided && !over.verbs)
+                        .then(|| ("direct".to_owned(), None));
                     for (suffix, n) in ranks.chain(direct) {
                         let trial = Trial::test(format!("{prefix}::{suffix}"), move || {
                             run_scenario(pm, over, sc, flavor, n)
@@ -610,14 +696,21 @@ fn trials() -> Vec<Trial> {
             }
             skipped.dedup();
             for why in skipped {
-                eprintln!("ranks: {} ignores {why}", label(pm, over));
+                let verb = if over.verbs { "leaves out" } else { "ignores" };
+                eprintln!("ranks: {} {verb} {why}", label(pm, over));
             }
-            let skip = over.fabric && onesided_fabric::BUILT_WITH.is_none();
+            let skip = over.fabric && onesided_fabric::BUILT_WITH.is_none()
+                || over.verbs && onesided_verbs::BUILT_WITH.is_none();
             let direct = (pm == Pm::Onesided).then_some(None);
-            for n in [Some(1), Some(3), Some(4), Some(8)]
-                .into_iter()
-                .chain(direct)
-            {
+            let stencils: Vec<Option<usize>> = match (over.verbs, pm) {
+                (true, Pm::Onesided) => vec![Some(2), Some(3)],
+                (true, _) => vec![Some(2)],
+                (false, _) => [Some(1), Some(3), Some(4), Some(8)]
+                    .into_iter()
+                    .chain(direct)
+                    .collect(),
+            };
+            for n in stencils {
                 let suffix = n.map_or("direct".to_owned(), |n| format!("n{n}"));
                 let trial = Trial::test(
                     trial_name(pm, over, &format!("example::stencil::{suffix}")),
@@ -629,6 +722,8 @@ fn trials() -> Vec<Trial> {
             // with post/start/complete/wait, the checkerboard, the semaphore, Peterson's lock,
             // the spinlock, load/store with sync, pipelined requests, the linked list), MPICH's
             // linked list and the 2-D stencil of noncontiguous halos.
+            // Over verbs (software RoCE, emulated CPU), under onesided's launcher only, at 2
+            // or 3 ranks (the 2-D stencil needs a square: 4).
             let examples: [(&str, &[usize]); 15] = [
                 ("linked_list", &[2, 8]),
                 ("example_12_16", &[3, 8]),
@@ -647,7 +742,13 @@ fn trials() -> Vec<Trial> {
                 ("example_12_22", &[3, 8]),
             ];
             for (name, sizes) in examples {
-                for &n in sizes {
+                let sizes = match (over.verbs, pm) {
+                    (false, _) => sizes.to_vec(),
+                    (true, Pm::Onesided) if name == "stencil2d" => vec![4],
+                    (true, Pm::Onesided) => verbs_counts(sizes),
+                    (true, _) => Vec::new(),
+                };
+                for n in sizes {
                     let trial = Trial::test(
                         trial_name(pm, over, &format!("example::{name}::n{n}")),
                         move || run_example(pm, over, name, Some(n)),
@@ -884,14 +985,15 @@ fn run_scenario(
                 }
             }
         }
-        Expect::Fails { rank, says } => check_failed(&out, n, rank, says)?,
+        Expect::Fails { rank, says } => check_failed(&out, n, rank, says, failure_limit(over))?,
         Expect::Killed {
             signal,
             victim,
             reported,
             says,
         } => {
-            check_killed(pm, &out, n, signal, victim(n), reported, says)?;
+            let limit = failure_limit(over);
+            check_killed(pm, &out, n, signal, victim(n), reported, says, limit)?;
             if pm.kills_survivors_at_once() {
                 // Nobody outlives the victim long enough to clean up after it: the next job on
                 // the node does (`later_job_removes_dead_fabric_segments`).
@@ -932,11 +1034,11 @@ fn leftovers(pm: Pm, out: &harness::Outcome, only: Option<usize>) -> Res {
     Ok(())
 }
 
-fn check_failed(out: &harness::Outcome, n: usize, rank: usize, says: &str) -> Res {
+fn check_failed(out: &harness::Outcome, n: usize, rank: usize, says: &str, limit: Duration) -> Res {
     let describe = out.describe();
     ensure!(!out.status.success(), "the job should fail: {describe}");
     ensure!(
-        out.elapsed < FAILURE_LIMIT,
+        out.elapsed < limit,
         "the job took {:?} to end: {describe}",
         out.elapsed
     );
@@ -948,6 +1050,7 @@ fn check_failed(out: &harness::Outcome, n: usize, rank: usize, says: &str) -> Re
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn check_killed(
     pm: Pm,
     out: &harness::Outcome,
@@ -956,6 +1059,7 @@ fn check_killed(
     victim: usize,
     reported: bool,
     says: &str,
+    limit: Duration,
 ) -> Res {
     let describe = out.describe();
     ensure!(!out.status.success(), "the job should fail: {describe}");
@@ -964,7 +1068,7 @@ fn check_killed(
         "stderr should say {says:?}: {describe}"
     );
     ensure!(
-        out.elapsed < FAILURE_LIMIT,
+        out.elapsed < limit,
         "the job took {:?} to end: {describe}",
         out.elapsed
     );

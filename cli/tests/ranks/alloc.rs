@@ -85,7 +85,7 @@ pub fn target_computes(world: &World, _: Flavor) -> Res {
     Window::create(world, &mut mem[..], 8, &Info::new(), |win| -> Res {
         world.barrier().ctx("barrier")?;
         match me {
-            1 => compute_for(BUSY_FOR),
+            1 => compute_for(busy_for()),
             _ => beside_busy_target(win, 1, 0)?,
         }
         world.barrier().ctx("barrier")

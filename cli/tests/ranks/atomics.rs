@@ -295,8 +295,8 @@ fn busy_target(world: &World, flavor: Flavor, busy: Busy) -> Res {
         if me == 1 {
             win.lock(LockType::Shared, 0, Assert::NONE).ctx("lock")?;
             match busy {
-                Busy::Sleep => std::thread::sleep(BUSY_FOR),
-                Busy::Compute => compute_for(BUSY_FOR),
+                Busy::Sleep => std::thread::sleep(busy_for()),
+                Busy::Compute => compute_for(busy_for()),
             }
             win.unlock(0).ctx("unlock")?;
         } else {

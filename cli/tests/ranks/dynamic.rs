@@ -176,7 +176,7 @@ pub fn target_computes(world: &World, _: Flavor) -> Res {
         let at = exchange(world, &[mine])?[1][0];
         world.barrier().ctx("barrier")?;
         if me == 1 {
-            compute_for(BUSY_FOR);
+            compute_for(busy_for());
         } else {
             beside_busy_target(win, 1, at.disp())?;
         }

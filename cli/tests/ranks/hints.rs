@@ -223,7 +223,7 @@ pub fn target_computes(world: &World, flavor: Flavor) -> Res {
     with_window(world, flavor, 8, 8, &info, |win| {
         world.barrier().ctx("barrier")?;
         if me == 1 {
-            compute_for(BUSY_FOR);
+            compute_for(busy_for());
         } else {
             let start = std::time::Instant::now();
             win.lock(LockType::Exclusive, 1, Assert::NONE).ctx("lock")?;

@@ -187,7 +187,7 @@ pub fn target_computes(world: &World, flavor: Flavor) -> Res {
     with_window(world, flavor, ROWS * COLS * 8, 8, &Info::new(), |win| {
         world.barrier().ctx("barrier")?;
         if me == 1 {
-            compute_for(BUSY_FOR);
+            compute_for(busy_for());
         } else {
             let start = Instant::now();
             win.lock(LockType::Exclusive, 1, Assert::NONE).ctx("lock")?;

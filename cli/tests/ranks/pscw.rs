@@ -121,7 +121,7 @@ pub fn target_computes(world: &World, flavor: Flavor) -> Res {
     with_window(world, flavor, 16, 8, &Info::new(), |win| {
         if me == 1 {
             win.post(&other, Assert::NONE).ctx("post")?;
-            compute_for(BUSY_FOR);
+            compute_for(busy_for());
             win.wait().ctx("wait")?;
             ensure_eq!(
                 local_u64(win, 2)?,

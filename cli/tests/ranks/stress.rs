@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 /// How long an exclusive lock may wait behind shared lockers: far above the 20-100 ms it takes
 /// on 2 cores, because the suite runs several 8-rank jobs at once there (a starved writer
-/// waits for as long as the readers keep coming).
-const LIMIT: Duration = Duration::from_millis(1000);
+/// waits for as long as the readers keep coming); scaled in the emulated guest.
+fn limit() -> Duration {
+    scaled(Duration::from_millis(1000))
+}
 
 /// Four ranks free a window; rank 2 is stopped (SIGSTOP, standing for a rank the scheduler
 /// leaves without a core for a while) inside the free barrier, before it could pass on its
@@ -77,7 +79,7 @@ pub fn stopped_waiter_source_exits(world: &World, _: Flavor) -> Res {
 
 /// Rank 0 asks for an exclusive lock on every target while all other ranks keep taking and
 /// releasing shared locks (lock_all / unlock_all) on them: each exclusive lock must still be
-/// granted within [`LIMIT`] (no writer starvation; MPI implementations queue lock requests at
+/// granted within [`limit`] (no writer starvation; MPI implementations queue lock requests at
 /// the target, so a stream of shared lockers cannot keep an exclusive one out).
 pub fn exclusive_amid_shared(world: &World, flavor: Flavor) -> Res {
     use onesided::{Assert, LockType};
@@ -98,7 +100,7 @@ pub fn exclusive_amid_shared(world: &World, flavor: Flavor) -> Res {
                     let waited = start.elapsed();
                     worst = worst.max(waited);
                     ensure!(
-                        waited < LIMIT,
+                        waited < limit(),
                         "exclusive lock on rank {t} (round {round}) took {waited:?} behind shared lockers"
                     );
                     let value = if round == 1 { u64::MAX } else { t as u64 + 1 };
@@ -118,7 +120,7 @@ pub fn exclusive_amid_shared(world: &World, flavor: Flavor) -> Res {
                     break;
                 }
                 ensure!(
-                    start.elapsed() < 40 * LIMIT,
+                    start.elapsed() < 40 * limit(),
                     "rank 0 never finished its exclusive locks"
                 );
             }

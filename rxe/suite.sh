@@ -1,0 +1,39 @@
+# The verbs stage of CI, run inside the guest: rxe/run.sh -e BIN=DIR -e RANKS=EXE -e LOOPBACK=EXE -f rxe/suite.sh
+#   BIN       a target profile directory holding the onesided command and the examples
+#   RANKS     the ranks test executable built with it (cargo test --no-run)
+#   LOOPBACK  onesided-verbs' loopback test executable
+# Runs `onesided info` (rxe0 must show, active, with its atomics), the verbs crate's loopback
+# tests over rxe0, then every trial of the ranks suite over libfabric's verbs;ofi_rxm
+# (fabric_verbs) and over the direct verbs transport (verbs): each scenario at 2 and 3 ranks,
+# the chapter examples, the linked list and the stencils, the stencil under every process
+# manager. Prints `verbs-suite: N trials passed, F failed, I ignored` and exits non-zero on any
+# failure or ignored trial.
+set -u
+fails=0
+step() { echo "verbs-suite: $*"; }
+
+step "onesided info"
+"$BIN/onesided" info > /tmp/info.txt 2>&1
+cat /tmp/info.txt
+for want in '^rxe0: ' '^  port 1: ACTIVE, link layer Ethernet' '^rxe0: .*atomics hca' \
+            '^verbs;ofi_rxm ' '^between nodes: direct verbs'; do
+  grep -qE "$want" /tmp/info.txt || { step "onesided info lacks /$want/"; fails=$((fails + 1)); }
+done
+
+step "loopback tests of onesided-verbs"
+"$LOOPBACK" --test-threads 1 2>&1 | tee /tmp/loopback.txt || fails=$((fails + 1))
+
+step "the ranks suite over verbs;ofi_rxm and direct verbs"
+"$RANKS" --test-threads 2 verbs:: --skip fabric_tcp_verbs 2>&1 | tee /tmp/ranks.txt
+[[ ${PIPESTATUS[0]} -eq 0 ]] || fails=$((fails + 1))
+
+# The totals of the ranks suite's verbs trials, by transport
+for over in fabric_verbs verbs; do
+  n=$(grep -cE "^test ([a-z_0-9]+::)?$over::.* \.\.\. ok$" /tmp/ranks.txt)
+  step "$over: $n trials passed"
+done
+read -r passed failed ignored < <(awk '/^test result:/ { print $4, $6, $8 }' /tmp/ranks.txt | tr -d ';')
+step "${passed:-0} trials passed, ${failed:-?} failed, ${ignored:-?} ignored"
+[[ ${passed:-0} -gt 0 && ${failed:-1} -eq 0 && ${ignored:-1} -eq 0 ]] || fails=$((fails + 1))
+step "$fails step(s) failed"
+exit $((fails > 0))
