@@ -46,14 +46,14 @@ floor() {
 ours() {
   local test=$1
   shift
-  "$BIN/onesided" bench "$test" --transport verbs -m 8:8 -i "$ITERS" -x $((ITERS / 10)) \
+  "$BIN/onesided" bench "$test" --transport verbs -i "$ITERS" -x $((ITERS / 10)) \
     --per-op --format csv -r 1 "$@" 2> /dev/null | awk -F, 'NR == 2 { print $12 }'
 }
 
 # (name, perftest test, the floor's multiple, onesided test and arguments)
 ROWS=(
-  "put+flush|ib_write_lat|2|put_latency -s flush"
-  "get|ib_read_lat|1|get_latency -s flush"
+  "put+flush|ib_write_lat|2|put_latency -m 8:8 -s flush"
+  "get|ib_read_lat|1|get_latency -m 8:8 -s flush"
   "fetch_and_op|ib_atomic_lat|1|fop_latency -T long"
   "compare_and_swap|ib_atomic_lat|1|cas_latency -T long"
 )
@@ -79,7 +79,7 @@ echo "verbs_floor: median ratio onesided / floor over $ROUNDS rounds ($PERFTEST_
 for row in "${ROWS[@]}"; do
   name=${row%%|*}
   # shellcheck disable=SC2086
-  printf '%s\n' ${RATIOS[$name]:-} | sort -g | awk -v n="$name" '
+  printf '%s\n' ${RATIOS[$name]:-} | grep . | sort -g | awk -v n="$name" '
     { v[NR] = $1 } END {
       if (NR == 0) { printf "  %-17s no round\n", n; exit }
       m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2

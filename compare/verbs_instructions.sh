@@ -2,7 +2,7 @@
 # Instructions per operation at the origin, direct verbs against libfabric's verbs;ofi_rxm, on
 # the same device: what decides which verbs path windows between nodes take (docs/transports.md,
 # "Which verbs path"). Counted by callgrind, so an emulated CPU (software RoCE in the guest of
-# rxe/run.sh) counts what a real one would: rank 0 of `onesided bench TEST -m 8:8 -x 0` runs under
+# rxe/run.sh) counts what a real one would: rank 0 of `onesided bench TEST -x 0` (8 bytes) runs under
 # valgrind twice, with LOW and HIGH iterations, and the difference of its totals over
 # HIGH - LOW is one operation's cost (start-up, wire-up and teardown cancel out).
 #
@@ -35,13 +35,13 @@ total() {
   local env=(ONESIDED_TRANSPORT=verbs)
   [[ $transport == rxm ]] && env=(ONESIDED_TRANSPORT=fabric "FI_PROVIDER=verbs;ofi_rxm")
   env "${env[@]}" CG_OUT="$out" timeout 900 "$BIN/onesided" run -n 2 -- "$work/rank.sh" \
-    "$BIN/onesided" bench "$test" -m 8:8 -i "$n" -x 0 "$@" > /dev/null 2> "$out.err" \
+    "$BIN/onesided" bench "$test" -i "$n" -x 0 "$@" > /dev/null 2> "$out.err" \
     || { echo "verbs_instructions: $transport $test failed: $(tail -3 "$out.err")" >&2; return 1; }
   awk '/^summary:/ { print $2 }' "$out"
 }
 
 printf '%-18s %12s %12s %8s\n' operation verbs rxm rxm/verbs
-for row in "put+flush|put_latency -s flush" "get|get_latency -s flush" \
+for row in "put+flush|put_latency -m 8:8 -s flush" "get|get_latency -m 8:8 -s flush" \
            "fetch_and_op|fop_latency -T long" "compare_and_swap|cas_latency -T long"; do
   IFS='|' read -r name cmd <<< "$row"
   per=()

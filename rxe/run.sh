@@ -345,8 +345,15 @@ mkdir -p \$R/dev/pts \$R/dev/shm
 mount -t devpts -o gid=5,mode=620 devpts \$R/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs \$R/dev/shm
 mount -t tmpfs -o mode=755 tmpfs \$R/run
-# cgroup v2, which slurmd needs (the suite starts a one-node Slurm cluster in the guest too)
-mount -t cgroup2 cgroup2 \$R/sys/fs/cgroup 2>/dev/null || echo "rxe-vm: no cgroup2 mount: slurmd will not start"
+# cgroup v1 hierarchies, which slurmd needs (the suite starts a one-node Slurm cluster in the
+# guest too; its cgroup v2 plugin would want systemd's dbus, which the guest does not run)
+mount -t tmpfs -o mode=755 cgroup \$R/sys/fs/cgroup
+for c in cpu cpuacct cpuset memory devices freezer pids; do
+  mkdir -p \$R/sys/fs/cgroup/\$c && mount -t cgroup -o \$c cgroup \$R/sys/fs/cgroup/\$c \
+    || echo "rxe-vm: no cgroup \$c: slurmd may not start"
+done
+mkdir -p \$R/sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup \$R/sys/fs/cgroup/systemd \
+  || echo "rxe-vm: no cgroup name=systemd: slurmd may not start"
 ln -sf /proc/self/fd \$R/dev/fd
 while read -r tag path; do
   [ -n "\$tag" ] || continue

@@ -208,6 +208,18 @@ fn verbs_here() -> bool {
     std::env::var("ONESIDED_RXE").as_deref() == Ok("1") || onesided_verbs::active_device().is_some()
 }
 
+/// The window flavors a scenario runs with over `over`: all it lists, but over the verbs
+/// transports not `allocate_shared` beside `allocate` (its memory is the node segment's, as
+/// `allocate`'s is: the same registered memory to the NIC), which keeps the emulated guest's
+/// stage within its time.
+fn verbs_flavors(over: &Over, flavors: &'static [Flavor]) -> impl Iterator<Item = Flavor> {
+    let shared_as_allocate = over.verbs && flavors.contains(&Flavor::Allocate);
+    flavors
+        .iter()
+        .copied()
+        .filter(move |&f| !(shared_as_allocate && f == Flavor::Shared))
+}
+
 /// The rank counts the verbs transports run a scenario with: its counts of 2 and 3; else its
 /// smallest where that is 4 (a scenario laid out for 4 ranks), else 3 (software RoCE runs under
 /// instruction emulation, where every process is slow to start).
@@ -670,7 +682,7 @@ fn trials() -> Vec<Trial> {
                 let variants: Vec<Option<Flavor>> = if sc.flavors.is_empty() {
                     vec![None]
                 } else {
-                    sc.flavors.iter().copied().map(Some).collect()
+                    verbs_flavors(over, sc.flavors).map(Some).collect()
                 };
                 for flavor in variants {
                     let prefix = match flavor {

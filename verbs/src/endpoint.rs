@@ -6,9 +6,9 @@
 //! Puts are RDMA writes (inline up to the queue pair's limit, else from a staging buffer), gets
 //! RDMA reads into a staging buffer, atomics the NIC's 8-byte fetch-and-add and
 //! compare-and-swap. Writes are signalled selectively (`track.rs`); a flush of a peer waits
-//! until its queue pair's outstanding work is retired, adding a signalled 8-byte read behind it
-//! where the newest request is unsignalled (a read is executed after the writes before it, so
-//! its completion means they are complete at the target).
+//! until its queue pair's outstanding work is retired, adding a signalled zero-length write
+//! behind it where the newest request is unsignalled (the queue pair completes in order, so its
+//! completion, the peer's acknowledgement, means the writes before it are complete there).
 
 use crate::device::{Context, LinkLayer, choose_gid};
 use crate::error::VerbsError;
@@ -514,8 +514,10 @@ impl Endpoint {
     }
 
     /// Complete every operation to `peer` at `peer`: wait until its queue pair has retired
-    /// them, behind a signalled 8-byte read of `probe` (memory of `peer`'s that is registered)
-    /// where the newest is unsignalled. An operation that failed since breaks the queue pair:
+    /// them, behind a signalled zero-length write to `probe` (memory of `peer`'s that is
+    /// registered) where the newest is unsignalled: a queue pair completes in order, and a
+    /// write completes when the peer acknowledged it, so that completion means every write
+    /// before it is complete at the peer. An operation that failed since breaks the queue pair:
     /// the flush fails with it.
     pub fn flush(
         &self,
@@ -530,7 +532,7 @@ impl Endpoint {
         };
         if queued > 0 {
             if !signaled {
-                c.start(peer, Work::Read(8), probe, false, true, live)?;
+                c.start(peer, Work::Write(&[]), probe, false, true, live)?;
             }
             c.wait(
                 "flushing RDMA writes",
@@ -656,7 +658,8 @@ impl Core {
         };
         let mut wr = sys::ibv_send_wr {
             sg_list: &mut sge,
-            num_sge: 1,
+            // A zero-length write (a flush's marker) carries no data at all.
+            num_sge: (len > 0).into(),
             ..Default::default()
         };
         match work {

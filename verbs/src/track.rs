@@ -102,8 +102,10 @@ impl<B> Ledger<B> {
     }
 
     /// Record an operation about to be posted on queue `q` (of `depth` entries), carrying `buf`;
-    /// `kept`: its owner will take it. Signalled where `signal` or where the queue's run of
-    /// unsignalled requests is due. The work request id and whether to signal it.
+    /// `kept`: its owner will take it. Signalled where `signal`, where the queue is idle (the
+    /// first request of a burst: a put followed by a flush then waits for its own completion, no
+    /// marker behind it) or where the queue's run of unsignalled requests is due. The work
+    /// request id and whether to signal it.
     pub(crate) fn begin(
         &mut self,
         q: u32,
@@ -114,7 +116,7 @@ impl<B> Ledger<B> {
     ) -> (u64, bool) {
         let every = signal_every(depth);
         let queue = self.queue_mut(q);
-        let signaled = signal || queue.unsignaled + 1 >= every;
+        let signaled = signal || queue.order.is_empty() || queue.unsignaled + 1 >= every;
         queue.unsignaled = if signaled { 0 } else { queue.unsignaled + 1 };
         let op = Op {
             generation: 0,
@@ -263,20 +265,27 @@ mod tests {
     const DEPTH: u32 = 16;
 
     #[test]
-    fn one_request_in_four_is_signalled_and_retires_those_before_it() {
+    fn the_first_of_a_burst_and_one_in_four_are_signalled_and_retire_those_before_them() {
         let mut l = Ledger::<u32>::new();
         let mut ids = Vec::new();
-        for b in 0..4 {
+        for b in 0..6 {
             let (id, signaled) = l.begin(0, DEPTH, Some(b), false, false);
-            assert_eq!(signaled, b == 3, "request {b}");
+            assert_eq!(signaled, b == 0 || b == 4, "request {b}");
             ids.push(id);
         }
-        assert_eq!(l.queued(0), 4);
-        assert!(l.newest_signaled(0));
+        assert_eq!(l.queued(0), 6);
+        assert!(!l.newest_signaled(0), "a flush now needs a marker");
         let mut given = Vec::new();
-        l.complete(ids[3], None, |b| given.push(b));
-        assert_eq!(given, [0, 1, 2, 3], "every buffer back, oldest first");
+        l.complete(ids[4], None, |b| given.push(b));
+        assert_eq!(given, [0, 1, 2, 3, 4], "every buffer back, oldest first");
+        assert_eq!((l.queued(0), l.outstanding()), (1, 1));
+        let (marker, signaled) = l.begin(0, DEPTH, None, false, true);
+        assert!(signaled && l.newest_signaled(0));
+        l.complete(marker, None, |b| given.push(b));
+        assert_eq!(given, [0, 1, 2, 3, 4, 5]);
         assert_eq!((l.queued(0), l.outstanding()), (0, 0));
+        let (_, signaled) = l.begin(0, DEPTH, Some(6), false, false);
+        assert!(signaled, "idle again: the next burst's first is signalled");
     }
 
     #[test]
