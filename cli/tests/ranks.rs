@@ -410,6 +410,19 @@ static SCENARIOS: &[Scenario] = &[
     scenario("dynamic::target_computes", dynamic::target_computes, &[2]),
     scenario("dynamic::errors", dynamic::errors, &[2, 3]),
     scenario("dynamic::lock_all_is_lazy", dynamic::lock_all_is_lazy, &[3]),
+    scenario(
+        "dynamic::detached_in_epoch",
+        dynamic::detached_in_epoch,
+        &[2, 3, 4],
+    ),
+    Scenario {
+        launch: &["--simulate-nodes", "2"],
+        ..scenario(
+            "dynamic::detached_in_epoch_across_nodes",
+            dynamic::detached_in_epoch,
+            &[3, 4],
+        )
+    },
     flavored(
         "hints::accumulate_ordering",
         hints::accumulate_ordering,

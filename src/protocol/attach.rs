@@ -8,7 +8,10 @@
 //! with one copy (a load over shared memory, an RDMA read over the fabric), which is not atomic
 //! as a whole: a slot whose check does not match its words was read while it changed, and the
 //! origin reads again. An origin keeps what it read ([`View`]) and reads again on a miss, or
-//! when the generation has moved (the table changed: memory may have been detached).
+//! when memory may have been detached since ([`View::holds`]): where the table is mapped, when
+//! its generation moved; elsewhere, when the target's detach notice in the origin's own control
+//! block is newer than the copy (a detach writes it to those origins before it returns, so no
+//! access after the detach uses the old copy, and none pays a round trip to check).
 //!
 //! The owner's side ([`Slots`]) decides where an attach goes and what a detach clears.
 //!
@@ -108,10 +111,32 @@ fn find_in<'e>(
         .find_map(|e| e.offset_of(addr, len).map(|off| (*e, off)))
 }
 
+/// What an origin learnt, just before an access, of a target's table since it copied it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    /// The table's generation now (a load, where the table is in mapped memory): any change
+    /// means the copy may be out of date.
+    Generation(u64),
+    /// The generation at the target's last detach, from the notice it wrote into the origin's
+    /// control block before that detach returned ([`crate::protocol::layout::notice_slot`]; 0:
+    /// none). Memory attached after the copy needs no notice: the copy misses it and the
+    /// origin reads the table again.
+    Detached(u64),
+}
+
 impl View {
     /// The region holding `len` bytes at `addr`, and their offset in it.
     pub fn find(&self, addr: u64, len: usize) -> Option<(Entry, usize)> {
         find_in(&self.entries, addr, len)
+    }
+
+    /// Whether this copy may still be used, given what changed `since` it was read: no memory
+    /// in it has been detached since.
+    pub fn holds(&self, since: Since) -> bool {
+        match since {
+            Since::Generation(g) => g == self.generation,
+            Since::Detached(g) => g <= self.generation,
+        }
     }
 }
 
@@ -269,9 +294,27 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_holds_until_memory_in_it_is_detached() {
+        let copy = View {
+            generation: 4,
+            entries: vec![entry(0x5000, 8)],
+        };
+        // Over loads: any change of the generation, attach or detach, drops the copy.
+        assert!(copy.holds(Since::Generation(4)));
+        assert!(!copy.holds(Since::Generation(5)));
+        // Over notices: no detach, or a detach the copy was read after, keeps it; a later one
+        // drops it.
+        assert!(copy.holds(Since::Detached(0)));
+        assert!(copy.holds(Since::Detached(3)));
+        assert!(copy.holds(Since::Detached(4)));
+        assert!(!copy.holds(Since::Detached(5)));
+    }
+
+    #[test]
     fn the_table_fits_its_page() {
         for n in [1, 2, 512, 513] {
-            assert!(table_offset(n) >= layout::posted_slot(n - 1) + 8);
+            assert!(layout::notice_slot(n, 0) >= layout::posted_slot(n - 1) + 8);
+            assert!(table_offset(n) >= layout::notice_slot(n, n - 1) + 8);
             assert_eq!(table_offset(n) + layout::PAGE, layout::ctrl_block(n));
         }
     }

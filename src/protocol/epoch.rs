@@ -34,8 +34,6 @@ pub struct Epochs {
     fence: Fence,
     passive: Passive,
     pscw: Pscw,
-    /// Access epochs opened so far (fence, lock, lock_all, start).
-    opened: u64,
 }
 
 impl Epochs {
@@ -45,7 +43,6 @@ impl Epochs {
             fence: Fence::Closed,
             passive: Passive::new(n),
             pscw: Pscw::new(n),
-            opened: 0,
         }
     }
 
@@ -113,7 +110,6 @@ impl Epochs {
                 "fence asserts NOPRECEDE but RMA calls were issued since the last fence",
             ));
         }
-        self.opened += 1;
         self.fence = if nosucceed {
             Fence::Closed
         } else {
@@ -158,7 +154,6 @@ impl Epochs {
         self.may_lock(target)?;
         self.passive.lock(target, Held { kind, word })?;
         self.fence = Fence::Closed;
-        self.opened += 1;
         Ok(())
     }
 
@@ -182,7 +177,6 @@ impl Epochs {
         self.may_lock_all()?;
         self.passive.lock_all(words)?;
         self.fence = Fence::Closed;
-        self.opened += 1;
         Ok(())
     }
 
@@ -201,14 +195,7 @@ impl Epochs {
         self.no_fence_calls("start")?;
         let waits = self.pscw.start(targets, nocheck)?;
         self.fence = Fence::Closed;
-        self.opened += 1;
         Ok(waits)
-    }
-
-    /// How many access epochs have been opened (what an origin's copies of dynamic windows'
-    /// attach tables are checked against once per epoch).
-    pub fn opened(&self) -> u64 {
-        self.opened
     }
 
     /// Whether an access epoch of start is open.

@@ -61,11 +61,25 @@ pub fn posted_slot(target: usize) -> usize {
     POSTS + 8 * target
 }
 
+/// Bytes of a word per rank, in whole pages.
+fn per_rank(n: usize) -> usize {
+    (8 * n).div_ceil(PAGE) * PAGE
+}
+
+/// The detach notice of target `target`, after the post counters, in a window of `n` ranks:
+/// the generation of `target`'s attach table when it last detached memory, which `target`
+/// writes into the control block of every origin that reaches it without loads before its
+/// detach returns. Such an origin compares it with its copy of the table before each access
+/// to `target`'s attached memory: a load, not a round trip ([`crate::protocol::attach`]).
+pub fn notice_slot(n: usize, target: usize) -> usize {
+    POSTS + per_rank(n) + 8 * target
+}
+
 /// Size of a rank's control block in a window of `n` ranks: the fixed part, a post counter
-/// per rank in whole pages, and a page for the attach table of dynamic windows
-/// ([`crate::protocol::attach`]).
+/// and a detach notice per rank, each array in whole pages, and a page for the attach table of
+/// dynamic windows ([`crate::protocol::attach`]).
 pub fn ctrl_block(n: usize) -> usize {
-    CTRL_BLOCK + (8 * n).div_ceil(PAGE) * PAGE + PAGE
+    CTRL_BLOCK + 2 * per_rank(n) + PAGE
 }
 
 /// Whether an atomic on the control word at `offset` must ring the block's doorbell: only the
@@ -191,12 +205,13 @@ mod tests {
     }
 
     #[test]
-    fn control_blocks_hold_a_post_counter_per_rank() {
-        assert_eq!(ctrl_block(1), 3 * PAGE);
-        assert_eq!(ctrl_block(512), 3 * PAGE);
-        assert_eq!(ctrl_block(513), 4 * PAGE);
+    fn control_blocks_hold_a_post_counter_and_a_notice_per_rank() {
+        assert_eq!(ctrl_block(1), 4 * PAGE);
+        assert_eq!(ctrl_block(512), 4 * PAGE);
+        assert_eq!(ctrl_block(513), 6 * PAGE);
         for n in [1, 2, 512, 513, 4096] {
-            assert!(posted_slot(n - 1) + 8 <= ctrl_block(n));
+            assert!(posted_slot(n - 1) + 8 <= notice_slot(n, 0));
+            assert!(notice_slot(n, n - 1) + 8 <= ctrl_block(n));
             assert!(posted_slot(0) >= ACC_LOCK + LINE);
         }
     }

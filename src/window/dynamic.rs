@@ -5,10 +5,14 @@
 //! program. Attaching makes the memory reachable by every transport (the fabric registers it)
 //! and writes it into the rank's attach table ([`crate::protocol::attach`]); an origin reads a
 //! target's table the first time it addresses memory there that it does not know, keeps the
-//! copy, and checks the table's generation before using the copy: on every access where the
-//! table is in mapped memory (a load), once per access epoch over the fabric (a read of one
-//! word). A detached region is forgotten at the latest then; over the fabric its registration
-//! is closed at once, so the NIC refuses it.
+//! copy, and checks it before every access: where the table is in mapped memory, against the
+//! table's generation (a load); over the fabric and verbs, against the target's detach notice
+//! in the origin's own control block (a load too). Detaching clears the slot, writes the new
+//! generation into the notice word of every origin that reaches this rank through the fabric
+//! or verbs and waits until each has it (a write and a flush per such rank), then closes the
+//! region's registrations. So an access to detached memory after the detach returned fails at
+//! the origin with MPI_ERR_RMA_RANGE and nothing reaches the target: no NIC error, no broken
+//! connection. (An access racing the detach, which MPI makes erroneous, is refused by the NIC.)
 //!
 //! Displacements in a dynamic window are addresses ([`Address`]), as with MPI_BOTTOM.
 //!
@@ -17,7 +21,8 @@
 use super::{Flavor, Window};
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
-use crate::protocol::attach::{self, Entry, Read, Slots, View};
+use crate::protocol::attach::{self, Entry, Read, Since, Slots, View};
+use crate::protocol::layout;
 use crate::transport::{Attach, Space, Transport};
 use crate::wait;
 use bytemuck::Pod;
@@ -57,9 +62,8 @@ impl Address {
 pub(super) struct Attached {
     /// This rank's attach table, as it manages it.
     slots: Slots,
-    /// Per target: its table as last read, and the count of epochs opened when it was last
-    /// checked against the target's generation.
-    views: Vec<Option<(View, u64)>>,
+    /// Per target: its table as last read.
+    views: Vec<Option<View>>,
 }
 
 impl Attached {
@@ -117,7 +121,7 @@ impl<'a> Window<'a> {
             });
             let slot = registered.and_then(|()| self.attached.borrow_mut().slots.attach(entry));
             match slot {
-                Ok(slot) => self.publish(slot, Some(&entry)).map(|()| Address(addr)),
+                Ok(slot) => self.publish(slot, Some(&entry)).map(|_| Address(addr)),
                 Err(e) => {
                     self.unregister(addr);
                     Err(e)
@@ -135,10 +139,44 @@ impl<'a> Window<'a> {
         in_call(Some(self.rank()), "MPI_Win_detach", || {
             self.dynamic_only("detach")?;
             let (slot, _) = self.attached.borrow_mut().slots.detach(base.0)?;
-            let cleared = self.publish(slot, None);
+            let told = self
+                .publish(slot, None)
+                .and_then(|generation| self.announce_detach(generation));
             self.unregister(base.0);
-            cleared
+            told
         })
+    }
+
+    /// Write `generation` (this rank's table just after a detach) into this rank's detach
+    /// notice here (for its own accesses through the fabric) and at every live rank that
+    /// reaches it without loads, and wait until each has it. A rank that failed is left out:
+    /// it makes no more accesses.
+    fn announce_detach(&self, generation: u64) -> Result<()> {
+        let me = self.rank();
+        let notice = layout::notice_slot(self.comm.size(), me);
+        let ctrl = self.shm.control(me)?;
+        ctrl.atomic_u64(notice)?
+            .store(generation, Ordering::Release);
+        let word = generation.to_le_bytes();
+        let told: Vec<usize> = (0..self.comm.size())
+            .filter(|&t| t != me && !self.route(t).caps().load_store && !self.peers.gone(t))
+            .collect();
+        let mut first = Ok(());
+        let mut keep = |t: usize, r: Result<()>| {
+            if let Err(e) = r
+                && first.is_ok()
+                && !self.peers.gone(t)
+            {
+                first = Err(e);
+            }
+        };
+        for &t in &told {
+            keep(t, self.route(t).put(t, Space::Control, notice, &word));
+        }
+        for &t in &told {
+            keep(t, self.route(t).flush(t));
+        }
+        first
     }
 
     /// Make the memory attached at `addr` unreachable by every transport.
@@ -153,8 +191,8 @@ impl<'a> Window<'a> {
     }
 
     /// Write slot `slot` of this rank's attach table (`None`: clear it), check word last when
-    /// writing and first when clearing, then bump the table's generation.
-    fn publish(&self, slot: usize, entry: Option<&Entry>) -> Result<()> {
+    /// writing and first when clearing, then bump the table's generation; the new generation.
+    fn publish(&self, slot: usize, entry: Option<&Entry>) -> Result<u64> {
         let ctrl = self.shm.control(self.rank())?;
         let table = self.attach_table();
         let (at, check_at) = attach::slot_offset(slot);
@@ -168,12 +206,11 @@ impl<'a> Window<'a> {
             }
             None => check.store(0, Ordering::Release),
         }
-        ctrl.atomic_u64(table)?.fetch_add(1, Ordering::SeqCst);
-        Ok(())
+        Ok(ctrl.atomic_u64(table)?.fetch_add(1, Ordering::SeqCst) + 1)
     }
 
     /// Where `len` bytes at address `addr` of `target` are: in the copy of its attach table if
-    /// that is still good, else in the table read again; MPI_ERR_RMA_RANGE where no attached
+    /// that still holds, else in the table read again; MPI_ERR_RMA_RANGE where no attached
     /// memory holds them.
     pub(super) fn attached_at(
         &self,
@@ -181,30 +218,35 @@ impl<'a> Window<'a> {
         addr: u64,
         len: usize,
     ) -> Result<(Space, usize)> {
-        let opened = self.epochs.borrow().opened();
         let route = self.route(target);
         let mut known = self.attached.borrow_mut();
         let view = &mut known.views[target];
-        if let Some((v, checked)) = view.as_mut()
-            && (route.caps().load_store || *checked != opened)
+        if let Some(v) = view.as_ref()
+            && !v.holds(self.since(route, target)?)
         {
-            let mut word = [0u8; 8];
-            let table = self.attach_table();
-            route.get(target, Space::Control, table, &mut word)?;
-            if u64::from_le_bytes(word) == v.generation {
-                *checked = opened;
-            } else {
-                *view = None;
-            }
+            *view = None;
         }
-        if let Some((e, off)) = view.as_ref().and_then(|(v, _)| v.find(addr, len)) {
+        if let Some((e, off)) = view.as_ref().and_then(|v| v.find(addr, len)) {
             return Ok((Space::Attached(e), off));
         }
         let fresh = self.read_table(route, target)?;
         let found = fresh.find(addr, len);
-        *view = Some((fresh, opened));
+        *view = Some(fresh);
         let (e, off) = found.ok_or_else(|| not_attached(target, addr, len))?;
         Ok((Space::Attached(e), off))
+    }
+
+    /// What changed in `target`'s table, as this rank can tell without a round trip: its
+    /// generation, where `route` maps it; else the detach notice `target` left here.
+    fn since(&self, route: &dyn Transport, target: usize) -> Result<Since> {
+        if route.caps().load_store {
+            let mut word = [0u8; 8];
+            route.get(target, Space::Control, self.attach_table(), &mut word)?;
+            return Ok(Since::Generation(u64::from_le_bytes(word)));
+        }
+        let notice = layout::notice_slot(self.comm.size(), target);
+        let word = self.shm.control(self.rank())?.atomic_u64(notice)?;
+        Ok(Since::Detached(word.load(Ordering::Acquire)))
     }
 
     /// Read `target`'s attach table, again while a slot changes under the read.

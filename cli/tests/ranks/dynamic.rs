@@ -162,6 +162,86 @@ pub fn put_get(world: &World, _: Flavor) -> Res {
     Ok(())
 }
 
+/// Memory rank 0 detaches inside its origins' epoch, after each reached it in that epoch (so
+/// each holds a copy of rank 0's attach table naming it): every later access to it, by each
+/// RMA call that reaches memory, fails at the origin with MPI_ERR_RMA_RANGE and reads and
+/// writes nothing; the epoch goes on (the flush succeeds, accesses to rank 0's other memory and
+/// to the other ranks land) and free works. The detached memory holds only what was written
+/// before the detach.
+pub fn detached_in_epoch(world: &World, _: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let mut gone = vec![0u64; n];
+    let mut kept = [0u64; 2];
+    Window::create_dynamic(world, &Info::new(), |win| -> Res {
+        let g = match me {
+            0 => win.attach(&mut gone).ctx("attach")?,
+            _ => Address::NULL,
+        };
+        let k = win.attach(&mut kept).ctx("attach")?;
+        let at = exchange(world, &[g, k])?;
+        let (slot, kept_of) = (at[0][0].offset(8 * me).disp(), |r: usize| at[r][1]);
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        if me != 0 {
+            win.put(&[tag(me, 0)], 0, slot)
+                .ctx("put before the detach")?;
+            win.flush(0).ctx("flush")?;
+        }
+        world.barrier().ctx("barrier")?;
+        if me == 0 {
+            win.detach(g).ctx("detach")?;
+        }
+        world.barrier().ctx("barrier")?;
+        let range = ErrorClass::RmaRange;
+        expect_class(win.put(&[1u64], 0, slot), range, "put")?;
+        let mut back = [0xeeu64];
+        expect_class(win.get(&mut back, 0, slot), range, "get")?;
+        let mut old = [0xeeu64];
+        expect_class(
+            win.get_accumulate(&[1u64], &mut old, 0, slot, Op::Sum),
+            range,
+            "get_accumulate",
+        )?;
+        ensure_eq!((back, old), ([0xee], [0xee]), "buffers of refused reads");
+        expect_class(
+            win.accumulate(&[1u64], 0, slot, Op::Sum),
+            range,
+            "accumulate",
+        )?;
+        expect_class(
+            win.fetch_and_op(1u64, 0, slot, Op::Sum).map(drop),
+            range,
+            "fetch_and_op",
+        )?;
+        expect_class(
+            win.compare_and_swap(1u64, tag(me, 0), 0, slot).map(drop),
+            range,
+            "compare_and_swap",
+        )?;
+        expect_class(win.rput(&[1u64], 0, slot).map(drop), range, "rput")?;
+        win.flush(0).ctx("flush after the refused accesses")?;
+        for t in 0..n {
+            win.accumulate(&[1u64], t, kept_of(t).disp(), Op::Sum)
+                .ctx("accumulate after")?;
+        }
+        win.put(&[tag(me, right)], right, kept_of(right).offset(8).disp())
+            .ctx("put after")?;
+        win.flush_all().ctx("flush_all")?;
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+        let mut mine = [0u64; 2];
+        win.read_local(k.disp(), &mut mine).ctx("read_local")?;
+        ensure_eq!(mine, [n as u64, tag(left, me)], "rank {me}'s words after");
+        Ok(())
+    })
+    .ctx("create_dynamic/free")??;
+    if me == 0 {
+        let want: Vec<u64> = (0..n).map(|r| if r == 0 { 0 } else { tag(r, 0) }).collect();
+        ensure_eq!(gone, want, "detached memory");
+    }
+    Ok(())
+}
+
 /// Rank 1 computes without calling into onesided while rank 0 locks it, puts, gets,
 /// compare-and-swaps and unlocks: rank 0 must not wait for the computation.
 pub fn target_computes(world: &World, _: Flavor) -> Res {

@@ -67,6 +67,7 @@ pub(crate) fn apply() {
 }
 
 /// What `onesided info` says of them: the values a rank uses and why.
+#[cfg(feature = "launcher")]
 pub(crate) fn describe() -> String {
     if !rdma_devices() {
         return "libfabric settings: none needed (no RDMA device)".into();
