@@ -522,6 +522,15 @@ static SCENARIOS: &[Scenario] = &[
             &[3],
         )
     },
+    Scenario {
+        flavors: &[Flavor::Allocate, Flavor::Create],
+        expect: killed(last, true),
+        ..scenario(
+            "failure::sigkill_holding_counter_lock",
+            failure::lock_counter_holder_dies,
+            &[4],
+        )
+    },
     // Memory lent by the dead rank (create): allocated memory lives on in the node segment,
     // where shared memory still reads it.
     Scenario {
@@ -1120,6 +1129,14 @@ fn check_killed(
             ensure!(
                 out.stdout.contains(&saw),
                 "rank {r} did not learn of rank {victim}'s death: {describe}"
+            );
+        }
+        let bound = util::scaled(failure::DETECTED_WITHIN);
+        for (r, after) in failure::detection_delays(&out.stdout).unwrap_or_default() {
+            ensure!(
+                after <= bound,
+                "rank {r} learnt of rank {victim}'s death {after:?} after it (at most {bound:?}): \
+                 {describe}"
             );
         }
     }

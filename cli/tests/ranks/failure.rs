@@ -103,6 +103,77 @@ pub fn holding_lock(world: &World, flavor: Flavor) -> Res {
     })
 }
 
+/// How soon after a lock holder's death the ranks waiting for its lock must have learnt of it:
+/// five times the 100 ms they are meant to take (as waits in fence do; 2-50 ms on this
+/// project's 2-core machine at 4 ranks, up to 410 ms with a software RoCE guest busy beside
+/// them), for a loaded CI machine, and half the launcher's second between stopping a job and
+/// killing its ranks.
+pub const DETECTED_WITHIN: Duration = Duration::from_millis(500);
+
+/// Microseconds since the Unix epoch: the one clock every rank of a job on this machine shares.
+fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// From the output of a job whose victim printed when it died (`rank V dies at T us`) and whose
+/// survivors printed when they learnt of it (`rank R learnt at T us`): each survivor's rank and
+/// how long after the death it learnt of it; `None` when the victim printed nothing.
+pub fn detection_delays(stdout: &str) -> Option<Vec<(usize, Duration)>> {
+    let at = |line: &str, word: &str| -> Option<(usize, u64)> {
+        let rest = line.strip_prefix("rank ")?;
+        let (rank, rest) = rest.split_once(' ')?;
+        let us = rest.strip_prefix(word)?.strip_suffix(" us")?;
+        Some((rank.parse().ok()?, us.parse().ok()?))
+    };
+    let (_, death) = stdout.lines().find_map(|l| at(l, "dies at "))?;
+    let learnt = stdout.lines().filter_map(|l| at(l, "learnt at "));
+    Some(
+        learnt
+            .map(|(r, t)| (r, Duration::from_micros(t.saturating_sub(death))))
+            .collect(),
+    )
+}
+
+/// Every rank adds to a counter at rank 0 under an exclusive lock, over and over; the last rank
+/// takes the lock once more after a few rounds and dies holding it, while the others wait for
+/// it (or are about to). Each of them must leave its lock call with MPI_ERR_PROC_FAILED; the
+/// victim prints when it died and each survivor when it learnt of it
+/// (`check_killed` holds them to [`DETECTED_WITHIN`]).
+pub fn lock_counter_holder_dies(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let victim = n - 1;
+    with_window(world, flavor, 8, 8, &Info::new(), |win| {
+        let add = || -> onesided::Result<()> {
+            win.lock(LockType::Exclusive, 0, Assert::NONE)?;
+            let mut v = [0u64];
+            win.get(&mut v, 0, 0)?;
+            win.flush(0)?;
+            win.put(&[v[0] + 1], 0, 0)?;
+            win.unlock(0)
+        };
+        world.barrier().ctx("barrier")?;
+        if me == victim {
+            for _ in 0..20 {
+                add().ctx("add")?;
+            }
+            win.lock(LockType::Exclusive, 0, Assert::NONE)
+                .ctx("victim's lock")?;
+            std::thread::sleep(BEFORE_DEATH);
+            println!("rank {me} dies at {} us", unix_us());
+            die();
+        }
+        let _guard = TerminationSignals::install().map_err(|e| format!("catching SIGTERM: {e}"))?;
+        loop {
+            if let Err(e) = add() {
+                println!("rank {me} learnt at {} us", unix_us());
+                return report(me, "lock of a counter whose holder died", Err(e));
+            }
+        }
+    })
+}
+
 /// A window of `bytes` bytes whose last rank dies inside a lock_all epoch of every rank; each
 /// other rank then runs `f` with the window and the dead rank, once the death is known, and
 /// reports what `f` returns (which must be a failure).
