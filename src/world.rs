@@ -114,9 +114,15 @@ pub struct World {
 /// hosts, which is how one machine simulates several); `ONESIDED_NODE` (set by
 /// `onesided run --simulate-nodes`) overrides it.
 fn this_node() -> String {
-    if let Ok(node) = std::env::var(crate::boot::ENV_NODE) {
-        return node;
+    match std::env::var(crate::boot::ENV_NODE) {
+        Ok(node) => node,
+        Err(_) => this_machine(),
     }
+}
+
+/// The machine this process runs on (host, boot and network namespace), whatever node the
+/// launcher simulates: ranks on one machine share its CPUs, simulated nodes or not.
+fn this_machine() -> String {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let netns = std::fs::read_link("/proc/self/ns/net")
         .map(|l| l.display().to_string())
@@ -194,9 +200,11 @@ impl World {
             let directory = Arc::new(pm::Cards::new(Arc::clone(&pm)));
             let mesh = Mesh::start(listener, id, Arc::clone(&liveness), directory)?;
             let settings = config.shared_settings();
+            let machine = this_machine();
             let mine = Enc::new()
                 .u64(pid.into())
                 .str(&node)
+                .str(&machine)
                 .str(&settings)
                 .finish();
             let members: Vec<usize> = (0..size).collect();
@@ -204,10 +212,12 @@ impl World {
             let mut nodes = Vec::with_capacity(size);
             let mut pids = Vec::with_capacity(size);
             let mut differ = Vec::new();
+            let mut sharing_cpus = 0;
             for (r, bytes) in all.iter().enumerate() {
                 let mut d = Dec::new(bytes);
                 pids.push(d.u64()? as u32);
                 nodes.push(d.str()?);
+                sharing_cpus += usize::from(d.str()? == machine);
                 let theirs = d.str()?;
                 if theirs != settings {
                     differ.push(format!("rank {r}: {theirs}"));
@@ -222,7 +232,8 @@ impl World {
                     ),
                 ));
             }
-            crate::wait::set_crowded(nodes.iter().filter(|n| **n == node).count());
+            // Ranks of simulated nodes share the machine's CPUs: crowding counts them all.
+            crate::wait::set_crowded(sharing_cpus);
             let cleanup = Arc::new(Mutex::new(None));
             liveness.on_failure(remove_leftovers_of(&nodes, &pids, &node, cleanup.clone()));
             let job = Job {

@@ -8,6 +8,11 @@
 //!   (lock_all held across the loop, a flush after each).
 //! - `alltoall_put`: every rank puts Size bytes into every other rank's window, then fences;
 //!   latency per fence epoch and each rank's bandwidth (Size * (N - 1) bytes per epoch).
+//! - `mixed_epochs`: rounds of a seeded mix of fence, PSCW, lock and lock_all epochs with
+//!   about 20 operations per rank and two world barriers, the shape of an application's time
+//!   step; time per round. Run it with `--simulate-nodes K` for the cluster's shape (shared
+//!   memory inside a node, the network transport across), without for one transport to every
+//!   target. Afterwards rank 0 checks that the counters hold every rank's additions.
 //!
 //! The contention tests time from a barrier before the loop to a barrier after it, so the
 //! time covers every rank's increments, and report it per increment of the whole job
@@ -20,7 +25,7 @@ use super::pages::Pages;
 use super::report::{BANDWIDTH, Column, LATENCY, Report, Table};
 use super::rma::repeat;
 use super::{Test, mbps, micros, timed};
-use onesided::{Assert, Error, ErrorClass, Info, LockType, Op, Result, Window, World};
+use onesided::{Assert, Error, ErrorClass, Group, Info, LockType, Op, Result, Window, World};
 use std::time::{Duration, Instant};
 
 const N: Assert = Assert::NONE;
@@ -237,4 +242,120 @@ pub(super) fn alltoall_put(world: &World, plan: &Plan, report: &mut Report) -> R
         report.row(size, pass.iters, &[latency, bandwidth])?;
     }
     Ok(())
+}
+
+/// A deterministic generator (splitmix64): the same seed, the same operations.
+struct Seeded(u64);
+
+impl Seeded {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `n`.
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Additions to the counters (word 0 of each rank) that one rank makes per round of
+/// `mixed_epochs`.
+const ADDS_PER_ROUND: u64 = 7;
+
+/// One round of `mixed_epochs` at rank `me` of `n`: a fence epoch (two puts, a get, two
+/// accumulates to random targets), a PSCW epoch (exposed to the left neighbour, accessing the
+/// right one with a put and an accumulate), an exclusive lock of a random target (fetch_and_op,
+/// put), a lock_all epoch (three each of get, accumulate and compare_and_swap to random
+/// targets, then flush_all), and two world barriers. Window words: 0 the counter, 1 a word for
+/// compare_and_swap, 2 + r rank r's slot.
+fn mixed_round(
+    world: &World,
+    win: &Window<'_>,
+    (left, right): (&Group, usize),
+    rng: &mut Seeded,
+) -> Result<()> {
+    let (n, me) = (world.size(), world.rank());
+    let slot = 2 + me;
+    let mut got = [0u64];
+    win.fence(Assert::NOPRECEDE)?;
+    for _ in 0..2 {
+        win.put(&[rng.next()], rng.below(n), slot)?;
+    }
+    win.get(&mut got, rng.below(n), 2 + rng.below(n))?;
+    for _ in 0..2 {
+        win.accumulate(&[1u64], rng.below(n), 0, Op::Sum)?;
+    }
+    win.fence(Assert::NOSUCCEED)?;
+    let right_group = world.group().incl(&[right])?;
+    win.post(left, N)?;
+    win.start(&right_group, N)?;
+    win.put(&[rng.next()], right, slot)?;
+    win.accumulate(&[1u64], right, 0, Op::Sum)?;
+    win.complete()?;
+    win.wait()?;
+    let t = rng.below(n);
+    win.lock(LockType::Exclusive, t, N)?;
+    win.fetch_and_op(1u64, t, 0, Op::Sum)?;
+    win.put(&[rng.next()], t, slot)?;
+    win.unlock(t)?;
+    win.lock_all(N)?;
+    for _ in 0..3 {
+        win.get(&mut got, rng.below(n), 2 + rng.below(n))?;
+        win.accumulate(&[1u64], rng.below(n), 0, Op::Sum)?;
+        win.compare_and_swap(me as u64 + 1, 0, rng.below(n), 1)?;
+    }
+    win.flush_all()?;
+    win.unlock_all()?;
+    world.barrier()?;
+    world.barrier()
+}
+
+/// Rounds of a seeded mix of epochs ([`mixed_round`]); time per round.
+pub(super) fn mixed_epochs(world: &World, plan: &Plan, report: &mut Report) -> Result<()> {
+    let t = table(
+        world,
+        Test::MixedEpochs,
+        "Mixed Epochs",
+        "MPI_Win_fence, post/start/complete/wait, MPI_Win_lock, MPI_Win_lock_all",
+        Some("MPI_UINT64_T"),
+        &[LATENCY],
+    );
+    report.table(t)?;
+    let (n, me) = (world.size(), world.rank());
+    let pass = plan.pass(Kind::Bandwidth, 0);
+    let left = world.group().incl(&[(me + n - 1) % n])?;
+    let sides = (&left, (me + 1) % n);
+    let mut rng = Seeded(0x6d69_7865_6400 ^ me as u64);
+    let times = on_window(world, 8 * (2 + n), 8, |win| {
+        let times = repeat(plan.repetitions, pass, |p| {
+            timed(p, || mixed_round(world, win, sides, &mut rng))
+        })?;
+        world.barrier()?;
+        if me == 0 {
+            let rounds = (pass.warmup + pass.iters * plan.repetitions) as u64;
+            let expected = rounds * ADDS_PER_ROUND * n as u64;
+            let mut total = 0u64;
+            win.lock_all(N)?;
+            for r in 0..n {
+                let mut c = [0u64];
+                win.get(&mut c, r, 0)?;
+                win.flush(r)?;
+                total += c[0];
+            }
+            win.unlock_all()?;
+            if total != expected {
+                return Err(Error::new(
+                    ErrorClass::Other,
+                    format!("mixed_epochs: the counters hold {total} additions, not {expected}"),
+                ));
+            }
+        }
+        world.barrier()?;
+        Ok(times)
+    })?;
+    report.row(0, pass.iters, &[per_unit(&times, pass, 1.0)])
 }

@@ -64,6 +64,9 @@ pub enum Test {
     FopContention,
     /// N ranks: every rank puts Size bytes into every other rank's window, per fence epoch.
     AlltoallPut,
+    /// N ranks: rounds of a seeded mix of fence, PSCW, lock and lock_all epochs (about 20
+    /// operations per rank) and two barriers; time per round.
+    MixedEpochs,
     /// Floor: single-thread memcpy bandwidth in one process.
     MemcpyBw,
     /// Floor: half round trip of an atomic flag ping-pong through shared memory.
@@ -74,7 +77,7 @@ pub enum Test {
 
 impl Test {
     /// The tests `all` runs, in order: those of 2 ranks, then the N-rank tests.
-    const EVERY: [Test; 16] = [
+    const EVERY: [Test; 17] = [
         Test::PutLatency,
         Test::GetLatency,
         Test::PutBw,
@@ -91,6 +94,7 @@ impl Test {
         Test::LockContention,
         Test::FopContention,
         Test::AlltoallPut,
+        Test::MixedEpochs,
     ];
 
     /// The name on the command line.
@@ -110,6 +114,7 @@ impl Test {
             Test::LockContention => "lock_contention",
             Test::FopContention => "fop_contention",
             Test::AlltoallPut => "alltoall_put",
+            Test::MixedEpochs => "mixed_epochs",
             Test::MemcpyBw => "memcpy_bw",
             Test::AtomicPingpong => "atomic_pingpong",
             Test::All => "all",
@@ -141,6 +146,7 @@ impl Test {
                 | Test::LockContention
                 | Test::FopContention
                 | Test::AlltoallPut
+                | Test::MixedEpochs
         )
     }
 
@@ -334,9 +340,15 @@ pub struct BenchArgs {
     #[arg(short = 'W', value_name = "WINDOW")]
     pub window: Option<usize>,
     /// Ranks of the N-rank tests (fence_latency, barrier_latency, lock_contention,
-    /// fop_contention, alltoall_put) [default: 4; inside a job: the job's].
+    /// fop_contention, alltoall_put, mixed_epochs) [default: 4; inside a job: the job's].
     #[arg(short = 'n', long = "ranks", value_name = "N")]
     pub ranks: Option<usize>,
+    /// Start the job as K simulated nodes, as `onesided run --simulate-nodes K` does: a window
+    /// then reaches the ranks of its node through shared memory and the others through the
+    /// network transport (the cluster's shape on one machine). The JSON context records the
+    /// nodes. Only where `bench` starts the job itself.
+    #[arg(long, value_name = "K")]
+    pub simulate_nodes: Option<usize>,
     /// Output: OSU's tables, one JSON document, or CSV rows.
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = Format::Osu)]
     pub format: Format,
@@ -395,6 +407,7 @@ fn one(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()
         Test::LockContention => group::lock_contention(world, plan, report),
         Test::FopContention => group::fop_contention(world, plan, report),
         Test::AlltoallPut => group::alltoall_put(world, plan, report),
+        Test::MixedEpochs => group::mixed_epochs(world, plan, report),
         Test::MemcpyBw => floor::memcpy_bw(world, plan, report),
         Test::AtomicPingpong => floor::atomic_pingpong(world, plan, report),
         Test::All => Err(onesided::Error::new(

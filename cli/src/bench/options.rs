@@ -116,6 +116,8 @@ pub(super) struct Plan {
     pub target: Target,
     /// Report the median iteration instead of the mean (`--per-op`).
     pub per_op: bool,
+    /// Simulated nodes of the job `bench` starts (`--simulate-nodes`).
+    pub simulate_nodes: Option<usize>,
 }
 
 fn usage(msg: String) -> Error {
@@ -170,6 +172,9 @@ impl Plan {
                 "-n",
                 "the N-rank tests (the OSU tests and the floors run on 2 ranks)",
             ));
+        }
+        if args.simulate_nodes.is_some() && !(all || t.is_group()) {
+            return Err(refuse(t, "--simulate-nodes", "the N-rank tests"));
         }
         if let Some(target) = args.target {
             check_target(t, args, target)?;
@@ -226,6 +231,7 @@ impl Plan {
             warmup: args.warmup,
             target: args.target.unwrap_or_default(),
             per_op: args.per_op,
+            simulate_nodes: args.simulate_nodes,
         })
     }
 

@@ -30,31 +30,56 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
             (t, None) => t.job_ranks(plan.ranks),
         };
         if ranks > 1 {
-            return job(ranks, &config, Vec::new());
+            return job(ranks, &config, args.simulate_nodes, Vec::new());
         }
+    }
+    if args.simulate_nodes.is_some() {
+        return Err(Error::new(
+            ErrorClass::Arg,
+            "--simulate-nodes needs bench to start its job itself (it is inside one already, or \
+             the test runs on one rank)",
+        ));
     }
     in_job(args, &plan, config)
 }
 
-/// Starts this program with its arguments and `extra` ones as a job of `n` ranks; the job's
-/// exit code.
-fn job(n: usize, config: &Config, extra: Vec<OsString>) -> Result<i32> {
+/// Starts this program with its arguments and `extra` ones as a job of `n` ranks (on `nodes`
+/// simulated nodes where given); the job's exit code.
+fn job(n: usize, config: &Config, nodes: Option<usize>, extra: Vec<OsString>) -> Result<i32> {
     let transport = vec![(
         ENV_TRANSPORT.to_owned(),
         config.transport_choice().as_str().to_owned(),
     )];
     let program = std::env::current_exe().map_err(|e| Error::os("finding this program", e))?;
-    let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let mut args: Vec<OsString> = without_simulate_nodes(std::env::args_os().skip(1));
     args.extend(extra);
     launch::run(&Job {
         n,
         program,
         args,
         tag_output: false,
-        simulate_nodes: None,
+        simulate_nodes: nodes,
         extra_env: transport,
         bind: launch::Bind::Auto,
     })
+}
+
+/// The arguments of this program without `--simulate-nodes K` (or `--simulate-nodes=K`),
+/// which the job it starts does not take again.
+fn without_simulate_nodes(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut skip_value = false;
+    for a in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        match a.to_str() {
+            Some("--simulate-nodes") => skip_value = true,
+            Some(s) if s.starts_with("--simulate-nodes=") => {}
+            _ => out.push(a),
+        }
+    }
+    out
 }
 
 /// `all` started directly: a job of 2 ranks, then one of `plan.ranks`.
@@ -69,7 +94,7 @@ fn run_all(plan: &Plan, config: &Config) -> Result<i32> {
         if let Some(f) = &file {
             extra.extend(["--results-file".into(), f.clone().into_os_string()]);
         }
-        let code = job(n, config, extra)?;
+        let code = job(n, config, plan.simulate_nodes, extra)?;
         if let Some(f) = file {
             let doc = (code == 0).then(|| report::read_document(&f));
             // Best effort: a job that failed may have left no file.
