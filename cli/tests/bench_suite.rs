@@ -450,6 +450,46 @@ fn bench_n_rank_tests_run_on_4_ranks_and_counts_are_exact() {
     assert_eq!(sizes, [1024, 2048, 4096], "{out}");
 }
 
+/// `mixed_epochs` checks its counters; on two simulated nodes (where libfabric is built: shared
+/// memory inside each node, its tcp provider across) it records the nodes. `--simulate-nodes`
+/// is refused for a test of 2 ranks.
+#[test]
+fn bench_mixed_epochs_runs_on_simulated_nodes() {
+    let mut args = vec![
+        "mixed_epochs",
+        "-n",
+        "4",
+        "-i",
+        "10",
+        "-x",
+        "1",
+        "--format",
+        "json",
+        "-r",
+        "2",
+    ];
+    let nodes = match onesided_fabric::BUILT_WITH {
+        Some(_) => {
+            args.extend(["--simulate-nodes", "2"]);
+            2
+        }
+        None => 1,
+    };
+    let out = bench(&args);
+    let doc: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["context"]["ranks"], 4, "{out}");
+    assert_eq!(doc["context"]["nodes"], nodes, "{out}");
+    let recs = records(&doc, "mixed_epochs");
+    assert_eq!(recs.len(), 1, "{out}");
+    assert_eq!(recs[0]["unit"], "us", "{out}");
+    recs.iter().for_each(|r| check_values(r));
+    let err = refused(&["put_latency", "--simulate-nodes", "2"]);
+    assert!(
+        err.contains("--simulate-nodes applies to the N-rank tests"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bench_all_json_is_one_document_of_every_test() {
     let out = bench(&[
@@ -474,6 +514,7 @@ fn bench_all_json_is_one_document_of_every_test() {
         ("lock_contention", 4),
         ("fop_contention", 4),
         ("alltoall_put", 4),
+        ("mixed_epochs", 4),
     ] {
         let recs = records(&doc, test);
         assert!(!recs.is_empty(), "no {test}: {out}");
