@@ -86,6 +86,9 @@ impl std::fmt::Debug for Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
+        // The fabric resources this thread kept for its windows: no window is left.
+        #[cfg(have_libfabric)]
+        crate::transport::fabric::release();
         let cleanup = self
             .cleanup
             .lock()

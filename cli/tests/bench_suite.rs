@@ -450,6 +450,20 @@ fn bench_n_rank_tests_run_on_4_ranks_and_counts_are_exact() {
     assert_eq!(sizes, [1024, 2048, 4096], "{out}");
 }
 
+/// `window_create` reports the job's first window and later ones, as two records.
+#[test]
+fn bench_window_create_reports_the_first_window_and_later_ones() {
+    let out = bench(&[
+        "window_create", "-n", "3", "-i", "5", "-x", "1", "--format", "json", "-r", "2",
+    ]);
+    let doc: Value = serde_json::from_str(&out).expect("JSON");
+    let recs = records(&doc, "window_create");
+    let units: Vec<&str> = recs.iter().map(|r| r["unit"].as_str().unwrap()).collect();
+    assert_eq!(units, ["us first", "us"], "{out}");
+    assert!(recs.iter().all(|r| r["ranks"] == 3), "{out}");
+    recs.iter().for_each(|r| check_values(r));
+}
+
 /// `mixed_epochs` checks its counters; on two simulated nodes (where libfabric is built: shared
 /// memory inside each node, its tcp provider across) it records the nodes. `--simulate-nodes`
 /// is refused for a test of 2 ranks.
@@ -515,6 +529,7 @@ fn bench_all_json_is_one_document_of_every_test() {
         ("fop_contention", 4),
         ("alltoall_put", 4),
         ("mixed_epochs", 4),
+        ("window_create", 4),
     ] {
         let recs = records(&doc, test);
         assert!(!recs.is_empty(), "no {test}: {out}");

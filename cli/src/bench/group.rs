@@ -13,6 +13,10 @@
 //!   step; time per round. Run it with `--simulate-nodes K` for the cluster's shape (shared
 //!   memory inside a node, the network transport across), without for one transport to every
 //!   target. Afterwards rank 0 checks that the counters hold every rank's additions.
+//! - `window_create`: `Window::allocate` of 8 bytes per rank, from a barrier until it returns
+//!   at rank 0: the job's first window (which opens the network transport's resources, loading
+//!   libfabric where it is used, and connects the ranks), and later ones, each freed before the
+//!   next.
 //!
 //! The contention tests time from a barrier before the loop to a barrier after it, so the
 //! time covers every rank's increments, and report it per increment of the whole job
@@ -22,7 +26,7 @@
 
 use super::options::{Kind, Pass, Plan};
 use super::pages::Pages;
-use super::report::{BANDWIDTH, Column, LATENCY, Report, Table};
+use super::report::{BANDWIDTH, Column, FIRST, LATENCY, Report, Table};
 use super::rma::repeat;
 use super::{Test, mbps, micros, timed};
 use onesided::{Assert, Error, ErrorClass, Group, Info, LockType, Op, Result, Window, World};
@@ -358,4 +362,40 @@ pub(super) fn mixed_epochs(world: &World, plan: &Plan, report: &mut Report) -> R
         Ok(times)
     })?;
     report.row(0, pass.iters, &[per_unit(&times, pass, 1.0)])
+}
+
+/// Time to create a window of 8 bytes per rank: the job's first, then later ones.
+pub(super) fn window_create(world: &World, plan: &Plan, report: &mut Report) -> Result<()> {
+    let t = table(
+        world,
+        Test::WindowCreate,
+        "Window Creation",
+        "MPI_Win_allocate, then MPI_Win_free",
+        None,
+        &[FIRST, LATENCY],
+    );
+    report.table(t)?;
+    let create = || Window::allocate(world, 8, 8, &Info::new());
+    world.barrier()?;
+    let start = Instant::now();
+    let win = create()?;
+    let first = start.elapsed();
+    win.free()?;
+    let pass = plan.pass(Kind::Bandwidth, 0);
+    let times = repeat(plan.repetitions, pass, |p| {
+        for _ in 0..p.warmup {
+            create()?.free()?;
+        }
+        let mut spent = Duration::ZERO;
+        for _ in 0..p.iters {
+            world.barrier()?;
+            let start = Instant::now();
+            let win = create()?;
+            spent += start.elapsed();
+            win.free()?;
+        }
+        Ok(spent)
+    })?;
+    let firsts = vec![micros(first, 1.0); times.len()];
+    report.row(0, pass.iters, &[firsts, per_unit(&times, pass, 1.0)])
 }

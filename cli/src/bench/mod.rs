@@ -67,6 +67,8 @@ pub enum Test {
     /// N ranks: rounds of a seeded mix of fence, PSCW, lock and lock_all epochs (about 20
     /// operations per rank) and two barriers; time per round.
     MixedEpochs,
+    /// N ranks: time to create a window, the job's first and later ones.
+    WindowCreate,
     /// Floor: single-thread memcpy bandwidth in one process.
     MemcpyBw,
     /// Floor: half round trip of an atomic flag ping-pong through shared memory.
@@ -77,7 +79,7 @@ pub enum Test {
 
 impl Test {
     /// The tests `all` runs, in order: those of 2 ranks, then the N-rank tests.
-    const EVERY: [Test; 17] = [
+    const EVERY: [Test; 18] = [
         Test::PutLatency,
         Test::GetLatency,
         Test::PutBw,
@@ -95,6 +97,7 @@ impl Test {
         Test::FopContention,
         Test::AlltoallPut,
         Test::MixedEpochs,
+        Test::WindowCreate,
     ];
 
     /// The name on the command line.
@@ -115,6 +118,7 @@ impl Test {
             Test::FopContention => "fop_contention",
             Test::AlltoallPut => "alltoall_put",
             Test::MixedEpochs => "mixed_epochs",
+            Test::WindowCreate => "window_create",
             Test::MemcpyBw => "memcpy_bw",
             Test::AtomicPingpong => "atomic_pingpong",
             Test::All => "all",
@@ -147,6 +151,7 @@ impl Test {
                 | Test::FopContention
                 | Test::AlltoallPut
                 | Test::MixedEpochs
+                | Test::WindowCreate
         )
     }
 
@@ -340,7 +345,8 @@ pub struct BenchArgs {
     #[arg(short = 'W', value_name = "WINDOW")]
     pub window: Option<usize>,
     /// Ranks of the N-rank tests (fence_latency, barrier_latency, lock_contention,
-    /// fop_contention, alltoall_put, mixed_epochs) [default: 4; inside a job: the job's].
+    /// fop_contention, alltoall_put, mixed_epochs, window_create) [default: 4; inside a job:
+    /// the job's].
     #[arg(short = 'n', long = "ranks", value_name = "N")]
     pub ranks: Option<usize>,
     /// Start the job as K simulated nodes, as `onesided run --simulate-nodes K` does: a window
@@ -408,6 +414,7 @@ fn one(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()
         Test::FopContention => group::fop_contention(world, plan, report),
         Test::AlltoallPut => group::alltoall_put(world, plan, report),
         Test::MixedEpochs => group::mixed_epochs(world, plan, report),
+        Test::WindowCreate => group::window_create(world, plan, report),
         Test::MemcpyBw => floor::memcpy_bw(world, plan, report),
         Test::AtomicPingpong => floor::atomic_pingpong(world, plan, report),
         Test::All => Err(onesided::Error::new(

@@ -28,6 +28,11 @@ pub(super) const LATENCY: Column = Column {
     head: "Latency (us)",
     unit: "us",
 };
+/// Microseconds of the first of a kind (the job's first window), beside the later ones' latency.
+pub(super) const FIRST: Column = Column {
+    head: "First (us)",
+    unit: "us first",
+};
 /// MB/s, 1 MB = 1e6 B.
 pub(super) const BANDWIDTH: Column = Column {
     head: "Bandwidth (MB/s)",

@@ -38,6 +38,7 @@ use crate::world::Comm;
 use key::FabricKey;
 use onesided_fabric as fi;
 use onesided_shm::Mem;
+pub(crate) use resources::release;
 use resources::{Resources, resources};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
