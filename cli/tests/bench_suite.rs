@@ -454,7 +454,17 @@ fn bench_n_rank_tests_run_on_4_ranks_and_counts_are_exact() {
 #[test]
 fn bench_window_create_reports_the_first_window_and_later_ones() {
     let out = bench(&[
-        "window_create", "-n", "3", "-i", "5", "-x", "1", "--format", "json", "-r", "2",
+        "window_create",
+        "-n",
+        "3",
+        "-i",
+        "5",
+        "-x",
+        "1",
+        "--format",
+        "json",
+        "-r",
+        "2",
     ]);
     let doc: Value = serde_json::from_str(&out).expect("JSON");
     let recs = records(&doc, "window_create");

@@ -3,9 +3,11 @@
 //!
 //! A request names a run of elements by the region key and remote address an RMA would use, one
 //! operation (or compare-and-swap of one element), whether the old values come back, and the
-//! operands. The target applies it to a copy of the bytes under its lock (one for the whole
-//! run, so that the run costs plain arithmetic), and answers with a status and, when asked, the
-//! old values. MPI's atomicity is per element, so a long accumulate may go as several requests.
+//! operands. The target applies it under its lock, one hold for the whole run (so that the run
+//! costs plain arithmetic) or, where the window's `mpi_accumulate_granularity` asks for it, one
+//! hold per that many bytes ([`Request::pieces`]), all from one message; it answers with a
+//! status and, when asked, the old values. MPI's atomicity is per element, so a long accumulate
+//! may go as several requests.
 //!
 //! # MPI-4.1: 12.3.4 (accumulate), 12.3.5 (get_accumulate, fetch_and_op, compare_and_swap),
 //! 12.7.1 (atomicity)
@@ -32,6 +34,8 @@ pub struct Request {
     /// Where they are, as an RMA reaches them.
     pub key: u64,
     pub addr: u64,
+    /// Bytes the target applies per hold of its lock, in whole elements (0: the whole run).
+    pub hold: usize,
 }
 
 /// How the target answered.
@@ -52,8 +56,8 @@ impl Request {
 
     /// The request's header; its operands (`len` bytes) follow it.
     pub fn header(&self) -> [u8; HEADER] {
-        let (kind, compare) = match self.op {
-            AccOp::Apply(op) => (op.index() as u8, 0),
+        let (kind, last) = match self.op {
+            AccOp::Apply(op) => (op.index() as u8, self.hold as u64),
             AccOp::CompareSwap { compare } => (COMPARE_SWAP, compare),
         };
         let mut h = [0u8; HEADER];
@@ -61,7 +65,7 @@ impl Request {
         h[4..8].copy_from_slice(&(self.count as u32).to_le_bytes());
         h[8..16].copy_from_slice(&self.key.to_le_bytes());
         h[16..24].copy_from_slice(&self.addr.to_le_bytes());
-        h[24..32].copy_from_slice(&compare.to_le_bytes());
+        h[24..32].copy_from_slice(&last.to_le_bytes());
         h
     }
 
@@ -70,10 +74,13 @@ impl Request {
         let head = msg.get(..HEADER)?;
         let word = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().expect("8 bytes"));
         let elem = *Elem::ALL.get(head[0] as usize)?;
-        let compare = word(24);
-        let op = match head[1] {
-            COMPARE_SWAP => AccOp::CompareSwap { compare },
-            k => AccOp::Apply(*Op::ALL.get(k as usize).filter(|op| op.applies(elem))?),
+        let last = word(24);
+        let (op, hold) = match head[1] {
+            COMPARE_SWAP => (AccOp::CompareSwap { compare: last }, 0),
+            k => (
+                AccOp::Apply(*Op::ALL.get(k as usize).filter(|op| op.applies(elem))?),
+                usize::try_from(last).ok()?,
+            ),
         };
         let count = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
         let r = Request {
@@ -83,13 +90,35 @@ impl Request {
             count,
             key: word(8),
             addr: word(16),
+            hold,
         };
         let whole = match op {
             AccOp::CompareSwap { .. } => count == 1 && !elem.is_float(),
-            AccOp::Apply(_) => true,
+            AccOp::Apply(_) => hold.is_multiple_of(elem.size()),
         };
         let operands = msg.get(HEADER..HEADER + r.len())?;
         (whole && msg.len() == HEADER + r.len()).then_some((r, operands))
+    }
+
+    /// The runs the target applies one hold of its lock each: the whole request where `hold` is
+    /// 0 or covers it, else runs of `hold` bytes (the last shorter), each a request of its own
+    /// with the range of the operands it takes.
+    pub fn pieces(&self) -> impl Iterator<Item = (Request, std::ops::Range<usize>)> + '_ {
+        let len = self.len();
+        let step = match self.hold {
+            0 => len.max(1),
+            h => h,
+        };
+        (0..len).step_by(step).map(move |start| {
+            let end = (start + step).min(len);
+            let piece = Request {
+                count: (end - start) / self.elem.size(),
+                addr: self.addr + start as u64,
+                hold: 0,
+                ..*self
+            };
+            (piece, start..end)
+        })
     }
 
     /// Apply the request with `operands` to `target` (the `len` bytes it names), appending the
@@ -146,6 +175,7 @@ mod tests {
             count,
             key: 7,
             addr: 0x1000,
+            hold: 0,
         }
     }
 
@@ -193,6 +223,7 @@ mod tests {
             count: 1,
             key: 1,
             addr: 8,
+            hold: 0,
         };
         let msg = encode(&cas(5), &9u32.to_le_bytes());
         let (r, operands) = Request::decode(&msg).unwrap();
@@ -203,6 +234,34 @@ mod tests {
         let (r, operands) = Request::decode(&msg).unwrap();
         assert_eq!(applied(&r, operands, &mut target), 9u32.to_le_bytes());
         assert_eq!(target, 9u32.to_le_bytes(), "no match, no store");
+    }
+
+    #[test]
+    fn a_hold_splits_the_run_into_pieces_applied_one_by_one() {
+        let ops = doubles(&[1.0, 2.0, 3.0, 4.0, 5.0]);
+        let r = Request { hold: 16, ..sum(5) };
+        let (back, _) = Request::decode(&encode(&r, &ops)).expect("a request");
+        assert_eq!(back, r, "the hold travels in the header");
+        let pieces: Vec<_> = r.pieces().collect();
+        let runs: Vec<_> = pieces
+            .iter()
+            .map(|(p, at)| (p.addr - r.addr, p.count, at.clone()))
+            .collect();
+        assert_eq!(runs, [(0, 2, 0..16), (16, 2, 16..32), (32, 1, 32..40)]);
+        let mut target = doubles(&[10.0, 20.0, 30.0, 40.0, 50.0]);
+        let mut old = Vec::new();
+        for (p, at) in &pieces {
+            let bytes = (p.addr - r.addr) as usize..(p.addr - r.addr) as usize + p.len();
+            p.apply(&ops[at.clone()], &mut target[bytes], &mut old);
+        }
+        assert_eq!(target, doubles(&[11.0, 22.0, 33.0, 44.0, 55.0]));
+        assert_eq!(old, doubles(&[10.0, 20.0, 30.0, 40.0, 50.0]));
+        assert_eq!(sum(5).pieces().count(), 1, "no hold: one piece");
+        let odd = Request { hold: 12, ..sum(2) };
+        assert!(
+            Request::decode(&encode(&odd, &ops[..16])).is_none(),
+            "a hold of part of an element"
+        );
     }
 
     #[test]

@@ -34,12 +34,17 @@ impl fi::Serve for Server {
         };
         let start = answer.len();
         served::answer(Status::Done, answer);
-        let applied = {
+        // The whole run must lie in registered memory before any piece of it is applied.
+        let mut applied = memory.update(r.key, r.addr, r.len(), |_| ());
+        for (piece, at) in r.pieces() {
+            if !applied {
+                break;
+            }
             let _held = self.applying.lock().unwrap_or_else(|p| p.into_inner());
-            memory.update(r.key, r.addr, r.len(), |target| {
-                r.apply(operands, target, answer);
-            })
-        };
+            applied = memory.update(piece.key, piece.addr, piece.len(), |target| {
+                piece.apply(&operands[at], target, answer);
+            });
+        }
         if !applied {
             answer.truncate(start);
             served::answer(Status::Range, answer);
@@ -65,14 +70,15 @@ impl FabricTransport<'_> {
             offset,
             acc.elem,
             acc.op,
-            &operand[..size],
+            (&operand[..size], 0),
             Some(&mut old[..size]),
         )?;
         Ok(u64::from_le_bytes(old))
     }
 
-    /// Many elements' accumulates, served by `target` in calls of at most [`PIECE`] bytes
-    /// (fewer where the window's accumulate granularity says so); the old values land in
+    /// Many elements' accumulates, served by `target` in calls of at most [`PIECE`] bytes; the
+    /// target takes its lock once per call, or once per the window's accumulate granularity
+    /// (rounded to whole elements) where one is set, within the call. The old values land in
     /// `fetched` when given.
     pub(super) fn served_many(
         &self,
@@ -82,7 +88,15 @@ impl FabricTransport<'_> {
         acc: AccumulateMany<'_>,
         mut fetched: Option<&mut [u8]>,
     ) -> Result<()> {
-        let (piece, len) = (acc.piece(PIECE), acc.operands.len());
+        let whole = AccumulateMany {
+            granularity: 0,
+            ..acc
+        };
+        let (piece, len) = (whole.piece(PIECE), acc.operands.len());
+        let hold = match acc.granularity {
+            0 => 0,
+            _ => acc.piece(PIECE),
+        };
         for start in (0..len).step_by(piece) {
             let end = (start + piece).min(len);
             let out = fetched.as_deref_mut().map(|f| &mut f[start..end]);
@@ -93,15 +107,16 @@ impl FabricTransport<'_> {
                 offset + start,
                 acc.elem,
                 AccOp::Apply(acc.op),
-                operands,
+                (operands, hold),
                 out,
             )?;
         }
         Ok(())
     }
 
-    /// One call: `op` with `operands` to the elements at `offset` of `target`'s `space`; the
-    /// old bytes into `fetched` when given.
+    /// One call: `op` with `operands` to the elements at `offset` of `target`'s `space`, the
+    /// target holding its lock for `hold` bytes at a time (0: the whole call); the old bytes
+    /// into `fetched` when given.
     #[allow(clippy::too_many_arguments)]
     fn call(
         &self,
@@ -110,7 +125,7 @@ impl FabricTransport<'_> {
         offset: usize,
         elem: Elem,
         op: AccOp,
-        operands: &[u8],
+        (operands, hold): (&[u8], usize),
         fetched: Option<&mut [u8]>,
     ) -> Result<()> {
         let to = self.at(target, space, offset, operands.len())?;
@@ -121,6 +136,7 @@ impl FabricTransport<'_> {
             count: operands.len() / elem.size(),
             key: to.key,
             addr: to.addr,
+            hold,
         };
         let live = || self.alive(target);
         let ep = &self.res.ep;
