@@ -24,13 +24,17 @@ step "loopback tests of onesided-verbs"
 "$LOOPBACK" --test-threads 1 2>&1 | tee /tmp/loopback.txt || fails=$((fails + 1))
 
 step "the ranks suite over verbs;ofi_rxm and direct verbs"
-# Left out: fabric_verbs::failure::sigkill_holding_counter_lock. Over rxm on this emulated
-# device, the lock's target (rank 0, counting too) stopped answering for seconds after the
-# holder's death in 1 of 8 trials, so that another rank's atomic timed out and named it gone;
-# the direct verbs transport runs the scenario here, and both transports run the older
-# failure::sigkill_holding_exclusive_lock.
-"$RANKS" --test-threads 2 verbs:: --skip fabric_tcp_verbs \
-  --skip fabric_verbs::failure::sigkill_holding_counter_lock 2>&1 | tee /tmp/ranks.txt
+# The failure scenarios run one at a time, after the others: over rxm on this emulated device,
+# with two jobs at once, the lock's target (rank 0, which waits for the lock too) stopped
+# answering for seconds after the holder's death (1 trial in 8 of the counter scenario, 1 in
+# about 300 of the older one), so that another rank's atomic timed out and named it gone.
+# Left out: fabric_verbs::failure::sigkill_holding_counter_lock, for that reason; the direct
+# verbs transport runs it, and both transports run failure::sigkill_holding_exclusive_lock.
+"$RANKS" --test-threads 2 verbs:: --skip fabric_tcp_verbs --skip failure:: 2>&1 |
+  tee /tmp/ranks.txt
+[[ ${PIPESTATUS[0]} -eq 0 ]] || fails=$((fails + 1))
+"$RANKS" --test-threads 1 verbs::failure:: --skip fabric_tcp_verbs \
+  --skip fabric_verbs::failure::sigkill_holding_counter_lock 2>&1 | tee -a /tmp/ranks.txt
 [[ ${PIPESTATUS[0]} -eq 0 ]] || fails=$((fails + 1))
 
 # The totals of the ranks suite's verbs trials, by transport
@@ -38,7 +42,8 @@ for over in fabric_verbs verbs; do
   n=$(grep -cE "^test ([a-z_0-9]+::)?$over::.* \.\.\. ok$" /tmp/ranks.txt)
   step "$over: $n trials passed"
 done
-read -r passed failed ignored < <(awk '/^test result:/ { print $4, $6, $8 }' /tmp/ranks.txt | tr -d ';')
+read -r passed failed ignored < <(awk '/^test result:/ { p += $4; f += $6; i += $8 }
+  END { print p, f, i }' /tmp/ranks.txt)
 step "${passed:-0} trials passed, ${failed:-?} failed, ${ignored:-?} ignored"
 [[ ${passed:-0} -gt 0 && ${failed:-1} -eq 0 && ${ignored:-1} -eq 0 ]] || fails=$((fails + 1))
 step "$fails step(s) failed"
