@@ -115,12 +115,9 @@ pub struct World {
 /// This process's node identity: ranks with the same one share memory. The host, its boot, and
 /// its network namespace (ranks in different network namespaces are treated as different
 /// hosts, which is how one machine simulates several); `ONESIDED_NODE` (set by
-/// `onesided run --simulate-nodes`) overrides it.
-fn this_node() -> String {
-    match std::env::var(crate::boot::ENV_NODE) {
-        Ok(node) => node,
-        Err(_) => this_machine(),
-    }
+/// `onesided run --simulate-nodes`) overrides it; `machine` is [`this_machine`].
+fn this_node(machine: &str) -> String {
+    std::env::var(crate::boot::ENV_NODE).unwrap_or_else(|_| machine.to_owned())
 }
 
 /// The machine this process runs on (host, boot and network namespace), whatever node the
@@ -164,7 +161,8 @@ impl World {
             }
             onesided_shm::process::allow_ptrace_from_any()
                 .map_err(|e| Error::os("allowing sibling ranks cross-memory attach", e))?;
-            let node = this_node();
+            let machine = this_machine();
+            let node = this_node(&machine);
             let pid = std::process::id();
             let liveness = Arc::new(Liveness::new());
             let Some(pm) = pm::join(config.requested_process_manager(), &liveness)? else {
@@ -203,7 +201,6 @@ impl World {
             let directory = Arc::new(pm::Cards::new(Arc::clone(&pm)));
             let mesh = Mesh::start(listener, id, Arc::clone(&liveness), directory)?;
             let settings = config.shared_settings();
-            let machine = this_machine();
             let mine = Enc::new()
                 .u64(pid.into())
                 .str(&node)

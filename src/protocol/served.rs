@@ -100,6 +100,11 @@ impl Request {
         (whole && msg.len() == HEADER + r.len()).then_some((r, operands))
     }
 
+    /// Whether the target applies the request in more than one hold of its lock.
+    pub fn in_pieces(&self) -> bool {
+        self.hold != 0 && self.hold < self.len()
+    }
+
     /// The runs the target applies one hold of its lock each: the whole request where `hold` is
     /// 0 or covers it, else runs of `hold` bytes (the last shorter), each a request of its own
     /// with the range of the operands it takes.
@@ -256,7 +261,9 @@ mod tests {
         }
         assert_eq!(target, doubles(&[11.0, 22.0, 33.0, 44.0, 55.0]));
         assert_eq!(old, doubles(&[10.0, 20.0, 30.0, 40.0, 50.0]));
+        assert!(r.in_pieces());
         assert_eq!(sum(5).pieces().count(), 1, "no hold: one piece");
+        assert!(!sum(5).in_pieces());
         let odd = Request { hold: 12, ..sum(2) };
         assert!(
             Request::decode(&encode(&odd, &ops[..16])).is_none(),

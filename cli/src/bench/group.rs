@@ -275,11 +275,12 @@ const ADDS_PER_ROUND: u64 = 7;
 /// right one with a put and an accumulate), an exclusive lock of a random target (fetch_and_op,
 /// put), a lock_all epoch (three each of get, accumulate and compare_and_swap to random
 /// targets, then flush_all), and two world barriers. Window words: 0 the counter, 1 a word for
-/// compare_and_swap, 2 + r rank r's slot.
+/// compare_and_swap, 2 + r rank r's slot. `sides`: the groups of the left and the right
+/// neighbour, and the right one's rank.
 fn mixed_round(
     world: &World,
     win: &Window<'_>,
-    (left, right): (&Group, usize),
+    (left, right_group, right): (&Group, &Group, usize),
     rng: &mut Seeded,
 ) -> Result<()> {
     let (n, me) = (world.size(), world.rank());
@@ -294,9 +295,8 @@ fn mixed_round(
         win.accumulate(&[1u64], rng.below(n), 0, Op::Sum)?;
     }
     win.fence(Assert::NOSUCCEED)?;
-    let right_group = world.group().incl(&[right])?;
     win.post(left, N)?;
-    win.start(&right_group, N)?;
+    win.start(right_group, N)?;
     win.put(&[rng.next()], right, slot)?;
     win.accumulate(&[1u64], right, 0, Op::Sum)?;
     win.complete()?;
@@ -331,8 +331,10 @@ pub(super) fn mixed_epochs(world: &World, plan: &Plan, report: &mut Report) -> R
     report.table(t)?;
     let (n, me) = (world.size(), world.rank());
     let pass = plan.pass(Kind::Bandwidth, 0);
+    let right = (me + 1) % n;
     let left = world.group().incl(&[(me + n - 1) % n])?;
-    let sides = (&left, (me + 1) % n);
+    let right_group = world.group().incl(&[right])?;
+    let sides = (&left, &right_group, right);
     let mut rng = Seeded(0x6d69_7865_6400 ^ me as u64);
     let times = on_window(world, 8 * (2 + n), 8, |win| {
         let times = repeat(plan.repetitions, pass, |p| {

@@ -34,8 +34,9 @@ impl fi::Serve for Server {
         };
         let start = answer.len();
         served::answer(Status::Done, answer);
-        // The whole run must lie in registered memory before any piece of it is applied.
-        let mut applied = memory.update(r.key, r.addr, r.len(), |_| ());
+        // Applied in several holds, the whole run must lie in registered memory before any
+        // piece of it is applied (in one, its own update checks that).
+        let mut applied = !r.in_pieces() || memory.update(r.key, r.addr, r.len(), |_| ());
         for (piece, at) in r.pieces() {
             if !applied {
                 break;
@@ -70,7 +71,8 @@ impl FabricTransport<'_> {
             offset,
             acc.elem,
             acc.op,
-            (&operand[..size], 0),
+            &operand[..size],
+            0,
             Some(&mut old[..size]),
         )?;
         Ok(u64::from_le_bytes(old))
@@ -107,7 +109,8 @@ impl FabricTransport<'_> {
                 offset + start,
                 acc.elem,
                 AccOp::Apply(acc.op),
-                (operands, hold),
+                operands,
+                hold,
                 out,
             )?;
         }
@@ -125,7 +128,8 @@ impl FabricTransport<'_> {
         offset: usize,
         elem: Elem,
         op: AccOp,
-        (operands, hold): (&[u8], usize),
+        operands: &[u8],
+        hold: usize,
         fetched: Option<&mut [u8]>,
     ) -> Result<()> {
         let to = self.at(target, space, offset, operands.len())?;
