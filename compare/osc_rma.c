@@ -1,9 +1,11 @@
 /* The MPI side of onesided's comparisons: the OSU one-sided timed loops for 8-byte put with
- * -s lock, -s lock_all, -s flush and -s pscw (2 ranks), and a fence latency over N ranks, written
+ * -s lock, -s lock_all, -s flush and -s pscw (2 ranks); inside one shared lock, get, 4 KiB put
+ * and get, compare-and-swap, fetch-and-op and accumulate (a long, MPI_SUM), each with a flush;
+ * and a fence latency over N ranks, written
  * against plain MPI so that `mpirun --mca osc sm` measures Open MPI's shared-memory RMA the way
  * `onesided bench` measures onesided. Prints `test ranks us` lines; see compare/README.md.
  *
- * Usage: osc_rma lock|lock_all|flush|pscw|fence ITERS WARMUP
+ * Usage: osc_rma lock|lock_all|flush|get|flush4k|get4k|cas|fop|acc|pscw|fence ITERS WARMUP
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -50,7 +52,10 @@ static double loop(const char *test, MPI_Win win, int rank, int size, long iters
         return t / 2;
     }
     if (rank == 0) {
-        if (!strcmp(test, "flush"))
+        /* Every test but lock and lock_all runs inside one shared lock, as OSU's -s flush. */
+        int epoch = strcmp(test, "lock") && strcmp(test, "lock_all");
+        long one = 1, old = 0, compare = 0;
+        if (epoch)
             MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
         start = MPI_Wtime();
         for (long i = 0; i < iters; i++) {
@@ -62,13 +67,31 @@ static double loop(const char *test, MPI_Win win, int rank, int size, long iters
                 MPI_Win_lock_all(0, win);
                 MPI_Put(buf, 8, MPI_CHAR, 1, 0, 8, MPI_CHAR, win);
                 MPI_Win_unlock_all(win);
+            } else if (!strcmp(test, "get")) {
+                MPI_Get(buf, 8, MPI_CHAR, 1, 0, 8, MPI_CHAR, win);
+                MPI_Win_flush(1, win);
+            } else if (!strcmp(test, "flush4k")) {
+                MPI_Put(buf, 4096, MPI_CHAR, 1, 0, 4096, MPI_CHAR, win);
+                MPI_Win_flush(1, win);
+            } else if (!strcmp(test, "get4k")) {
+                MPI_Get(buf, 4096, MPI_CHAR, 1, 0, 4096, MPI_CHAR, win);
+                MPI_Win_flush(1, win);
+            } else if (!strcmp(test, "cas")) {
+                MPI_Compare_and_swap(&one, &compare, &old, MPI_LONG, 1, 0, win);
+                MPI_Win_flush(1, win);
+            } else if (!strcmp(test, "fop")) {
+                MPI_Fetch_and_op(&one, &old, MPI_LONG, 1, 0, MPI_SUM, win);
+                MPI_Win_flush(1, win);
+            } else if (!strcmp(test, "acc")) {
+                MPI_Accumulate(&one, 1, MPI_LONG, 1, 0, 1, MPI_LONG, MPI_SUM, win);
+                MPI_Win_flush(1, win);
             } else {
                 MPI_Put(buf, 8, MPI_CHAR, 1, 0, 8, MPI_CHAR, win);
                 MPI_Win_flush(1, win);
             }
         }
         double t = MPI_Wtime() - start;
-        if (!strcmp(test, "flush"))
+        if (epoch)
             MPI_Win_unlock(1, win);
         return t;
     }
@@ -80,7 +103,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     if (argc != 4) {
-        fprintf(stderr, "usage: osc_rma lock|lock_all|flush|pscw|fence ITERS WARMUP\n");
+        fprintf(stderr, "usage: osc_rma lock|lock_all|flush|get|flush4k|get4k|cas|fop|acc|pscw|fence ITERS WARMUP\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *test = argv[1];
@@ -90,8 +113,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     char *base;
     MPI_Win win;
-    MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
-    char buf[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    MPI_Win_allocate(4096, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    static char buf[4096] = {1, 2, 3, 4, 5, 6, 7, 8};
     loop(test, win, rank, size, warmup, buf);
     MPI_Barrier(MPI_COMM_WORLD);
     double t = loop(test, win, rank, size, iters, buf);

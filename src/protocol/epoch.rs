@@ -149,12 +149,11 @@ impl Epochs {
     }
 
     /// Begin a lock epoch on `target` (which closes a fence epoch without RMA calls); `word`:
-    /// how the target's lock word was taken (`None` under NOCHECK).
-    pub fn lock(&mut self, kind: LockType, target: usize, word: Option<Mode>) -> Result<()> {
-        self.may_lock(target)?;
-        self.passive.lock(target, Held { kind, word })?;
+    /// how the target's lock word was taken (`None` under NOCHECK). Allowed by [`Epochs::may_lock`]
+    /// earlier in the same call.
+    pub fn lock(&mut self, kind: LockType, target: usize, word: Option<Mode>) {
+        self.passive.lock(target, Held { kind, word });
         self.fence = Fence::Closed;
-        Ok(())
     }
 
     /// End the lock epoch on `target`; returns what was held.
@@ -172,18 +171,23 @@ impl Epochs {
     }
 
     /// Begin a lock_all epoch taking the lock words as `words` says (which closes a fence
-    /// epoch without RMA calls).
+    /// epoch without RMA calls). Allowed by [`Epochs::may_lock_all`] earlier in the same call:
+    /// only the passive-target state is checked again.
     pub fn lock_all(&mut self, words: AllWords) -> Result<()> {
-        self.may_lock_all()?;
         self.passive.lock_all(words)?;
         self.fence = Fence::Closed;
         Ok(())
     }
 
-    /// End the lock_all epoch; returns the targets whose shared lock words it holds, with how
-    /// each was taken.
-    pub fn unlock_all(&mut self) -> Result<Vec<(usize, Mode)>> {
+    /// End the lock_all epoch; [`Epochs::released`] then names the words it held.
+    pub fn unlock_all(&mut self) -> Result<()> {
         self.passive.unlock_all()
+    }
+
+    /// The targets whose shared lock words the last lock_all epoch held, with how each was
+    /// taken (after [`Epochs::unlock_all`], until the next lock_all).
+    pub fn released(&self) -> impl Iterator<Item = (usize, Mode)> + '_ {
+        self.passive.released()
     }
 
     /// Begin an access epoch to `targets` (MPI_Win_start), which closes a fence epoch without
@@ -304,16 +308,11 @@ mod tests {
     #[test]
     fn lock_covers_only_its_target() {
         let mut e = Epochs::new(3);
-        e.lock(LockType::Shared, 1, Some(Mode::Shared)).unwrap();
+        e.lock(LockType::Shared, 1, Some(Mode::Shared));
         e.access(1).unwrap();
         assert!(e.access(2).is_err());
         assert!(e.passive_access(1).is_ok());
-        assert_eq!(
-            e.lock(LockType::Exclusive, 1, Some(Mode::Exclusive))
-                .unwrap_err()
-                .class(),
-            ErrorClass::RmaSync
-        );
+        assert_eq!(e.may_lock(1).unwrap_err().class(), ErrorClass::RmaSync);
         assert_eq!(
             e.fence(false, false).unwrap_err().class(),
             ErrorClass::RmaSync
@@ -325,12 +324,7 @@ mod tests {
         assert_eq!(e.free().unwrap_err().class(), ErrorClass::RmaSync);
         assert_eq!(e.unlock(1).unwrap().kind, LockType::Shared);
         assert_eq!(e.unlock(1).unwrap_err().class(), ErrorClass::RmaSync);
-        assert_eq!(
-            e.lock(LockType::Shared, 3, Some(Mode::Shared))
-                .unwrap_err()
-                .class(),
-            ErrorClass::Rank
-        );
+        assert_eq!(e.may_lock(3).unwrap_err().class(), ErrorClass::Rank);
         e.free().unwrap();
     }
 
@@ -344,7 +338,7 @@ mod tests {
         e.access(0).unwrap();
         e.flush(1).unwrap();
         e.flush_all().unwrap();
-        assert!(e.lock(LockType::Shared, 0, Some(Mode::Shared)).is_err());
+        assert!(e.may_lock(0).is_err());
         e.unlock_all().unwrap();
         assert!(e.flush_all().is_err());
     }
@@ -353,8 +347,8 @@ mod tests {
     fn unused_fence_epoch_gives_way_to_lock() {
         let mut e = Epochs::new(2);
         e.fence(true, false).unwrap();
-        e.lock(LockType::Exclusive, 0, Some(Mode::Exclusive))
-            .unwrap();
+        e.may_lock(0).unwrap();
+        e.lock(LockType::Exclusive, 0, Some(Mode::Exclusive));
         e.unlock(0).unwrap();
         assert!(
             e.access(0).is_err(),
@@ -363,7 +357,7 @@ mod tests {
         e.fence(false, false).unwrap();
         e.access(0).unwrap();
         e.issued();
-        assert!(e.lock(LockType::Shared, 0, Some(Mode::Shared)).is_err());
+        assert!(e.may_lock(0).is_err(), "RMA calls since the fence");
         assert!(e.free().is_err());
         e.fence(false, false).unwrap();
         e.free().unwrap();
@@ -410,7 +404,7 @@ mod tests {
     #[test]
     fn issued_outside_a_fence_epoch_changes_nothing() {
         let mut e = Epochs::new(2);
-        e.lock(LockType::Shared, 1, Some(Mode::Shared)).unwrap();
+        e.lock(LockType::Shared, 1, Some(Mode::Shared));
         e.access(1).unwrap();
         e.issued();
         e.unlock(1).unwrap();
@@ -461,7 +455,7 @@ mod tests {
     #[test]
     fn start_and_post_refuse_other_open_epochs() {
         let mut e = Epochs::new(2);
-        e.lock(LockType::Shared, 1, Some(Mode::Shared)).unwrap();
+        e.lock(LockType::Shared, 1, Some(Mode::Shared));
         assert_eq!(
             e.start(&[1], false).unwrap_err().class(),
             ErrorClass::RmaSync

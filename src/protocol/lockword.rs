@@ -26,6 +26,8 @@
 //!
 //! # MPI-4.1: 12.5.3
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// One shared holder (or shared attempt in flight).
 pub const SHARED: u64 = 1;
 /// One shared holder that passed a standing claim ([`Mode::SharedPast`]).
@@ -87,6 +89,20 @@ pub enum Amo {
     },
     /// Atomic read.
     Load,
+}
+
+impl Amo {
+    /// This operation on `word` as a CPU atomic (where the word is mapped here); the old value.
+    #[inline]
+    pub fn on(self, word: &AtomicU64) -> u64 {
+        match self {
+            Amo::FetchAdd(v) => word.fetch_add(v, Ordering::SeqCst),
+            Amo::CompareSwap { compare, swap } => word
+                .compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst)
+                .unwrap_or_else(|old| old),
+            Amo::Load => word.load(Ordering::SeqCst),
+        }
+    }
 }
 
 /// How an origin takes a lock word.

@@ -47,11 +47,11 @@ pub enum Access {
     TakeWord(Mode),
 }
 
-/// The lock_all epoch: `taken[t]` once this origin holds `t`'s shared lock word, with how.
-#[derive(Debug, Clone)]
+/// The lock_all epoch.
+#[derive(Debug, Clone, Copy)]
 struct All {
+    /// Whether a target's shared lock word is taken at the first RMA call to it.
     lazy: bool,
-    taken: Vec<Option<Mode>>,
 }
 
 /// Passive-target epoch state of one window at this origin.
@@ -62,6 +62,10 @@ pub struct Passive {
     /// Lock words held, by locks and by lock_all.
     words: usize,
     all: Option<All>,
+    /// `taken[t]` once the lock_all epoch holds `t`'s shared lock word, with how; after
+    /// [`Passive::unlock_all`], what the epoch held, until the next lock_all. Kept from epoch to
+    /// epoch (no allocation per lock_all).
+    taken: Vec<Option<Mode>>,
 }
 
 impl Passive {
@@ -72,6 +76,7 @@ impl Passive {
             held: 0,
             words: 0,
             all: None,
+            taken: vec![None; n],
         }
     }
 
@@ -89,7 +94,7 @@ impl Passive {
     #[inline]
     pub fn access(&self, target: usize) -> Option<Access> {
         match &self.all {
-            Some(all) if all.lazy && all.taken.get(target).is_some_and(Option::is_none) => {
+            Some(all) if all.lazy && self.taken.get(target).is_some_and(Option::is_none) => {
                 Some(Access::TakeWord(Mode::shared(self.words > 0)))
             }
             Some(_) => Some(Access::Ready),
@@ -112,7 +117,7 @@ impl Passive {
 
     /// The lock_all epoch now holds `target`'s shared lock word, taken in `mode`.
     pub fn taken(&mut self, target: usize, mode: Mode) {
-        if let Some(t) = self.all.as_mut().and_then(|a| a.taken.get_mut(target)) {
+        if let Some(t) = self.taken.get_mut(target).filter(|_| self.all.is_some()) {
             self.words += usize::from(t.is_none());
             *t = Some(mode);
         }
@@ -133,13 +138,18 @@ impl Passive {
         }
     }
 
-    /// Record the lock on `target` (allowed by [`Passive::may_lock`]).
-    pub fn lock(&mut self, target: usize, held: Held) -> Result<()> {
-        self.may_lock(target)?;
-        self.locks[target] = Some(held);
-        self.held += 1;
-        self.words += usize::from(held.word.is_some());
-        Ok(())
+    /// Record the lock on `target`, which [`Passive::may_lock`] allowed in the same call (a
+    /// target it would refuse is left as it is).
+    pub fn lock(&mut self, target: usize, held: Held) {
+        debug_assert!(
+            self.may_lock(target).is_ok(),
+            "lock of {target} not allowed"
+        );
+        if let (None, Some(slot @ None)) = (&self.all, self.locks.get_mut(target)) {
+            *slot = Some(held);
+            self.held += 1;
+            self.words += usize::from(held.word.is_some());
+        }
     }
 
     /// End the lock epoch on `target`; returns what was held.
@@ -169,23 +179,26 @@ impl Passive {
         self.may_lock_all()?;
         self.all = Some(All {
             lazy: words == AllWords::Lazy,
-            taken: vec![None; self.locks.len()],
         });
+        self.taken.fill(None);
         Ok(())
     }
 
-    /// End the lock_all epoch; returns the targets whose shared lock words it holds, with how
-    /// each was taken.
-    pub fn unlock_all(&mut self) -> Result<Vec<(usize, Mode)>> {
-        let all = self
-            .all
+    /// End the lock_all epoch; [`Passive::released`] then names the words it held.
+    pub fn unlock_all(&mut self) -> Result<()> {
+        self.all
             .take()
             .ok_or_else(|| sync_err("unlock_all without lock_all"))?;
-        let taken: Vec<(usize, Mode)> = (all.taken.iter().enumerate())
-            .filter_map(|(t, m)| m.map(|m| (t, m)))
-            .collect();
-        self.words -= taken.len();
-        Ok(taken)
+        // No lock is held beside lock_all: its words were all there were.
+        self.words = 0;
+        Ok(())
+    }
+
+    /// The targets whose shared lock words the last lock_all epoch held, with how each was
+    /// taken: after [`Passive::unlock_all`], to release them (until the next lock_all).
+    pub fn released(&self) -> impl Iterator<Item = (usize, Mode)> + '_ {
+        let taken = self.taken.iter().enumerate();
+        taken.filter_map(|(t, m)| m.map(|m| (t, m)))
     }
 
     /// The targets this origin holds a lock on, with what it holds (for cleanup at drop).
@@ -210,11 +223,11 @@ mod tests {
     fn locks_cover_their_target_only() {
         let mut p = Passive::new(3);
         assert_eq!(p.access(1), None);
-        p.lock(1, SHARED).unwrap();
+        p.lock(1, SHARED);
         assert_eq!(p.access(1), Some(Access::Ready));
         assert_eq!(p.access(2), None);
-        assert_eq!(p.lock(1, SHARED).unwrap_err().class(), ErrorClass::RmaSync);
-        assert_eq!(p.lock(3, SHARED).unwrap_err().class(), ErrorClass::Rank);
+        assert_eq!(p.may_lock(1).unwrap_err().class(), ErrorClass::RmaSync);
+        assert_eq!(p.may_lock(3).unwrap_err().class(), ErrorClass::Rank);
         assert_eq!(p.may_lock_all().unwrap_err().class(), ErrorClass::RmaSync);
         assert_eq!(p.unlock(1).unwrap(), SHARED);
         assert_eq!(p.unlock(1).unwrap_err().class(), ErrorClass::RmaSync);
@@ -235,12 +248,16 @@ mod tests {
         );
         p.taken(0, Mode::SharedPast);
         assert_eq!(p.may_lock(0).unwrap_err().class(), ErrorClass::RmaSync);
+        p.unlock_all().unwrap();
         assert_eq!(
-            p.unlock_all().unwrap(),
+            p.released().collect::<Vec<_>>(),
             [(0, Mode::SharedPast), (2, Mode::Shared)],
             "only the words taken are released, each as it was taken"
         );
         assert!(p.unlock_all().is_err());
+        p.lock_all(AllWords::Lazy).unwrap();
+        assert_eq!(p.released().count(), 0, "a new epoch holds no word yet");
+        assert_eq!(p.access(0), Some(Access::TakeWord(Mode::Shared)));
         assert_eq!(p.mode(LockType::Shared), Mode::Shared, "nothing held now");
     }
 
@@ -249,12 +266,13 @@ mod tests {
         let mut p = Passive::new(3);
         p.lock_all(AllWords::Unchecked).unwrap();
         assert_eq!(p.access(1), Some(Access::Ready));
-        assert!(p.unlock_all().unwrap().is_empty());
+        p.unlock_all().unwrap();
+        assert_eq!(p.released().count(), 0);
         let unchecked = Held {
             kind: LockType::Exclusive,
             word: None,
         };
-        p.lock(2, unchecked).unwrap();
+        p.lock(2, unchecked);
         assert_eq!(p.held_locks().collect::<Vec<_>>(), [(2, unchecked)]);
         assert_eq!(
             p.mode(LockType::Shared),
@@ -272,7 +290,7 @@ mod tests {
             kind: LockType::Exclusive,
             word: Some(Mode::Exclusive),
         };
-        p.lock(0, exclusive).unwrap();
+        p.lock(0, exclusive);
         assert_eq!(p.mode(LockType::Shared), Mode::SharedPast);
         p.unlock(0).unwrap();
         assert_eq!(p.mode(LockType::Shared), Mode::Shared);

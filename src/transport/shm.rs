@@ -207,8 +207,8 @@ impl Reached<'_, '_> {
 
     fn amo(&self, offset: usize, op: Amo) -> Result<u64> {
         match self {
-            Reached::Mapped(m) => Ok(apply(m.atomic_u64(offset).map_err(Error::from)?, op)),
-            Reached::Own(m) => Ok(apply(m.atomic_u64(offset).map_err(Error::from)?, op)),
+            Reached::Mapped(m) => Ok(op.on(m.atomic_u64(offset).map_err(Error::from)?)),
+            Reached::Own(m) => Ok(op.on(m.atomic_u64(offset).map_err(Error::from)?)),
             Reached::Process(_) => Err(Error::new(
                 ErrorClass::Other,
                 "atomics on another process's private memory are not supported by the shm transport",
@@ -394,22 +394,28 @@ impl<'a> ShmTransport<'a> {
     pub(crate) fn control(&self, rank: usize) -> Result<&Mem<'static>> {
         Ok(&self.target(rank)?.ctrl)
     }
-}
 
-fn apply(word: &std::sync::atomic::AtomicU64, op: Amo) -> u64 {
-    match op {
-        Amo::FetchAdd(v) => word.fetch_add(v, Ordering::SeqCst),
-        Amo::CompareSwap { compare, swap } => word
-            .compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst)
-            .unwrap_or_else(|old| old),
-        Amo::Load => word.load(Ordering::SeqCst),
+    /// The window memory of `rank` where this process maps it (not another process's private
+    /// memory).
+    pub(crate) fn mapped(&self, rank: usize) -> Option<&Mem<'a>> {
+        match &self.target(rank).ok()?.data {
+            Data::Mapped(m) => Some(m),
+            Data::Process(_) => None,
+        }
+    }
+
+    /// The window memory of `rank` where accumulates on its aligned elements are CPU atomics
+    /// (mapped here and not lent to MPI_Win_create: see [`ShmTransport::cpu`]).
+    pub(crate) fn atomic_mapped(&self, rank: usize) -> Option<&Mem<'a>> {
+        self.mapped(rank)
+            .filter(|_| self.target(rank).is_ok_and(|t| !t.lent))
     }
 }
 
 /// One element's read-modify-write with CPU atomics on the element at `offset` of `mem`, which
 /// is aligned to its size: a single instruction for integer sums, replacement and reads; a
 /// compare-and-swap loop otherwise. Returns the old bits.
-fn rmw(mem: &Mem<'_>, offset: usize, acc: Accumulate) -> Result<u64> {
+pub(crate) fn rmw(mem: &Mem<'_>, offset: usize, acc: Accumulate) -> Result<u64> {
     let sum = matches!(acc.op, AccOp::Apply(Op::Sum)) && !acc.elem.is_float();
     macro_rules! word {
         ($w:expr, $t:ty) => {{
@@ -485,10 +491,15 @@ impl Transport for ShmTransport<'_> {
             })
     }
 
+    #[inline]
     fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64> {
-        let old = self.reach(target, space)?.amo(offset, op)?;
-        if space == Space::Control && !matches!(op, Amo::Load) && layout::rings_doorbell(offset) {
-            Self::ring(&self.target(target)?.ctrl)?;
+        if space != Space::Control {
+            return self.reach(target, space)?.amo(offset, op);
+        }
+        let ctrl = &self.target(target)?.ctrl;
+        let old = op.on(ctrl.atomic_u64(offset).map_err(Error::from)?);
+        if !matches!(op, Amo::Load) && layout::rings_doorbell(offset) {
+            Self::ring(ctrl)?;
         }
         Ok(old)
     }

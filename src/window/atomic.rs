@@ -17,6 +17,7 @@ use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::reduce::Elem;
 pub use crate::protocol::reduce::Op;
+use crate::transport::shm::rmw;
 use crate::transport::{AccOp, Accumulate, AccumulateMany, Space};
 use bytemuck::Pod;
 
@@ -125,9 +126,11 @@ impl Window<'_> {
             operand: bits(operand),
             same_op: self.hints.get().same_op,
         };
-        self.atomic_route()
-            .accumulate(target, space, off, acc)
-            .map(from_bits)
+        match self.direct.element(target, space, off, T::ELEM.size()) {
+            Some(mem) => rmw(mem, off, acc),
+            None => self.atomic_route().accumulate(target, space, off, acc),
+        }
+        .map(from_bits)
     }
 
     /// Many elements' read-modify-writes at `(space, off)` of `target` (any offset), with the

@@ -13,6 +13,7 @@
 //! # MPI-4.1: 12.2 (initialization), 12.3 (communication calls), 12.5 (synchronization)
 
 mod atomic;
+mod direct;
 mod dynamic;
 mod local;
 mod pscw;
@@ -84,6 +85,10 @@ pub struct Window<'a> {
     peers: Peers,
     local: Mem<'a>,
     shared: Vec<Option<Mem<'static>>>,
+    /// The ranks whose window memory this rank reaches by loads and stores: its own, and the
+    /// node peers' memory mapped for `shared_query` (none in a dynamic window, whose peers'
+    /// attached memory is reached by copies only). A lock_all takes their words at once.
+    loaded: Vec<usize>,
     /// Transport 0: the node's shared memory (also where this rank's control block lives).
     shm: ShmTransport<'a>,
     /// Transports 1 and on: the fabric, when some target is reached through it.
@@ -94,6 +99,11 @@ pub struct Window<'a> {
     /// The transport of every atomic (lock words, barrier, data atomics) to every target: one
     /// per window, since CPU atomics and NIC atomics are not atomic with respect to each other.
     atomics: usize,
+    /// Whether the atomic route orders an atomic after earlier operations to targets it also
+    /// moves data to (its caps' `atomics_order_prior`), read once.
+    atomics_ordered: bool,
+    /// The targets reached by loads and stores, for puts, gets and lock words.
+    direct: direct::Direct<'a>,
     epochs: RefCell<Epochs>,
     /// Attached memory of a dynamic window: this rank's, and what it knows of the others'.
     attached: RefCell<dynamic::Attached>,
@@ -153,7 +163,7 @@ impl<'a> Window<'a> {
     /// which only a passive-target epoch allows); where the bytes are. The range of a window
     /// with memory is checked before the epoch changes; the addresses of a dynamic window are
     /// looked up in the target's attach table once inside the epoch.
-    #[inline]
+    #[inline(always)]
     fn place(
         &self,
         target: usize,
@@ -172,7 +182,7 @@ impl<'a> Window<'a> {
     }
 
     /// The byte offset of `len` bytes at displacement `disp` of `target`, or MPI_ERR_RMA_RANGE.
-    #[inline]
+    #[inline(always)]
     fn range(&self, target: usize, disp: usize, len: usize) -> Result<usize> {
         let e = self.extent(target)?;
         let off = disp.checked_mul(e.disp_unit);

@@ -18,7 +18,7 @@
 use super::Window;
 use crate::error::Result;
 use crate::error::in_call;
-use crate::transport::{Part, Transport};
+use crate::transport::{Part, Space, Transport};
 use bytemuck::Pod;
 
 /// The parts of a batch sorted by the transport index of their target.
@@ -34,7 +34,10 @@ impl Window<'_> {
         in_call(Some(self.rank()), "MPI_Put", || {
             let bytes: &[u8] = bytemuck::cast_slice(origin);
             let (space, off) = self.place(target, disp, bytes.len(), false)?;
-            self.route(target).put(target, space, off, bytes)?;
+            match self.direct.data(target).filter(|_| space == Space::Data) {
+                Some(mem) => mem.write(off, bytes)?,
+                None => self.route(target).put(target, space, off, bytes)?,
+            }
             self.epochs.borrow_mut().issued();
             Ok(())
         })
@@ -49,7 +52,10 @@ impl Window<'_> {
         in_call(Some(self.rank()), "MPI_Get", || {
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(origin);
             let (space, off) = self.place(target, disp, bytes.len(), false)?;
-            self.route(target).get(target, space, off, bytes)?;
+            match self.direct.data(target).filter(|_| space == Space::Data) {
+                Some(mem) => mem.read(off, bytes)?,
+                None => self.route(target).get(target, space, off, bytes)?,
+            }
             self.epochs.borrow_mut().issued();
             Ok(())
         })

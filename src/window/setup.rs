@@ -11,6 +11,7 @@
 //! # MPI-4.1: 12.2.1 (MPI_WIN_CREATE), 12.2.2 (MPI_WIN_ALLOCATE), 12.2.3 (MPI_WIN_ALLOCATE_SHARED),
 //! 12.2.4 (MPI_WIN_CREATE_DYNAMIC)
 
+use super::direct::Direct;
 use super::dynamic::Attached;
 use super::{Extent, Flavor, Window};
 use crate::alloc;
@@ -437,6 +438,24 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         forced,
         "window created: targets on this node through shared memory, the others through the fabric"
     );
+    let atomics_ordered = caps[atomics].atomics_order_prior;
+    let loaded = (0..comm.size())
+        .filter(|&t| t == me || (req.flavor != Flavor::Dynamic && shared[t].is_some()))
+        .collect();
+    let direct = Direct::new(
+        (0..comm.size())
+            .map(|t| shm.mapped(t).filter(|_| data[t] == 0).cloned())
+            .collect(),
+        (0..comm.size())
+            .map(|t| shm.control(t).ok().filter(|_| atomics == 0).cloned())
+            .collect(),
+        (0..comm.size())
+            .map(|t| shm.atomic_mapped(t).filter(|_| atomics == 0).cloned())
+            .collect(),
+        data.iter()
+            .map(|&route| route == 0 && atomics == 0)
+            .collect(),
+    );
     for (i, c) in caps.iter().enumerate() {
         tracing::debug!(
             transport = c.name,
@@ -455,6 +474,8 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         flavor: req.flavor,
         hints: Cell::new(hints),
         atomics,
+        atomics_ordered,
+        direct,
         others,
         routes: data,
         peers,
@@ -462,6 +483,7 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         attached: RefCell::new(Attached::new(comm.size())),
         extents,
         local: local_mem,
+        loaded,
         shared,
         shm,
         barriers: Cell::new(0),

@@ -7,7 +7,7 @@
 //!
 //! # MPI-4.1: 12.5
 
-use super::{Flavor, Window};
+use super::Window;
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::assert::{self, Assert};
@@ -122,13 +122,31 @@ impl Window<'_> {
         self.extent(target).map(drop)
     }
 
+    /// `e`, or MPI_ERR_RANK where `target` is not a rank of the window: a refused call whose
+    /// common path leaves the rank to the epoch's checks (which refuse a rank out of range too)
+    /// still reports the rank first.
+    #[cold]
+    fn rank_first(&self, target: usize, e: Error) -> Error {
+        self.check_target(target).err().unwrap_or(e)
+    }
+
     /// Take `target`'s lock word in `mode`, backing off while it is held in conflict; an
     /// attempt that fails (a rank died) withdraws what it left in the word.
+    #[inline]
     fn acquire(&self, mode: Mode, target: usize) -> Result<()> {
-        let t = self.atomic_route();
-        let word = |op| t.amo(target, Space::Control, layout::LOCK, op);
         let mut taking = Taking::new(mode);
-        let held = wait::retry(t, &|| self.watch_all(), || {
+        // An uncontended lock is one atomic: taken before any waiting is set up.
+        match taking.advance(self.lock_word(target, taking.amo())?) {
+            Next::Held => Ok(()),
+            _ => self.acquire_contended(taking, target),
+        }
+    }
+
+    /// Go on taking `target`'s lock word where the first atomic of `taking` did not take it.
+    #[inline(never)]
+    fn acquire_contended(&self, mut taking: Taking, target: usize) -> Result<()> {
+        let word = |op| self.lock_word(target, op);
+        let held = wait::retry(self.atomic_route(), &|| self.watch_all(), || {
             loop {
                 match taking.advance(word(taking.amo())?) {
                     Next::Held => return Ok(Some(())),
@@ -147,17 +165,28 @@ impl Window<'_> {
     /// of an epoch to it would not otherwise come after (the atomic route orders atomics after
     /// earlier operations only for the targets it also moves data to, and where its caps say so).
     pub(super) fn settle_before_signal(&self, target: usize) -> Result<()> {
-        if self.routes[target] != self.atomics || !self.atomic_route().caps().atomics_order_prior {
+        if self.routes[target] != self.atomics || !self.atomics_ordered {
             self.complete_at(target)?;
         }
         Ok(())
     }
 
+    #[inline]
     fn release_lock(&self, mode: Mode, target: usize) -> Result<()> {
         self.settle_before_signal(target)?;
-        self.atomic_route()
-            .amo(target, Space::Control, layout::LOCK, mode.release())
-            .map(drop)
+        self.lock_word(target, mode.release()).map(drop)
+    }
+
+    /// `op` on `target`'s lock word: a CPU atomic where the window reaches it so, through the
+    /// atomic route otherwise.
+    #[inline]
+    fn lock_word(&self, target: usize, op: Amo) -> Result<u64> {
+        match self.direct.word(target, layout::LOCK) {
+            Some(word) => Ok(op.on(word)),
+            None => self
+                .atomic_route()
+                .amo(target, Space::Control, layout::LOCK, op),
+        }
     }
 
     fn lockable(&self, assert: Assert, call: &str) -> Result<()> {
@@ -178,17 +207,20 @@ impl Window<'_> {
     /// # MPI-4.1: 12.5.3 (MPI_WIN_LOCK)
     pub fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Win_lock", || {
-            self.check_target(target)?;
-            self.lockable(assert, "lock")?;
-            self.epochs.borrow().may_lock(target)?;
-            let word = match assert.contains(Assert::NOCHECK) {
-                true => None,
-                false => Some(self.epochs.borrow().lock_mode(kind)),
+            let lock = || {
+                self.lockable(assert, "lock")?;
+                let word = {
+                    let epochs = self.epochs.borrow();
+                    epochs.may_lock(target)?;
+                    (!assert.contains(Assert::NOCHECK)).then(|| epochs.lock_mode(kind))
+                };
+                if let Some(mode) = word {
+                    self.acquire(mode, target)?;
+                }
+                self.epochs.borrow_mut().lock(kind, target, word);
+                Ok(())
             };
-            if let Some(mode) = word {
-                self.acquire(mode, target)?;
-            }
-            self.epochs.borrow_mut().lock(kind, target, word)
+            lock().map_err(|e| self.rank_first(target, e))
         })
     }
 
@@ -198,8 +230,8 @@ impl Window<'_> {
     /// # MPI-4.1: 12.5.3 (MPI_WIN_UNLOCK)
     pub fn unlock(&self, target: usize) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Win_unlock", || {
-            self.check_target(target)?;
-            let held = self.epochs.borrow_mut().unlock(target)?;
+            let unlocked = self.epochs.borrow_mut().unlock(target);
+            let held = unlocked.map_err(|e| self.rank_first(target, e))?;
             match held.word {
                 Some(mode) => self.release_lock(mode, target),
                 None => self.complete_at(target),
@@ -220,9 +252,10 @@ impl Window<'_> {
         in_call(Some(self.rank()), "MPI_Win_lock_all", || {
             self.lockable(assert, "lock_all")?;
             self.epochs.borrow().may_lock_all()?;
-            let (words, now) = match assert.contains(Assert::NOCHECK) {
-                true => (AllWords::Unchecked, Vec::new()),
-                false => (AllWords::Lazy, self.loaded_targets()),
+            let eager = !assert.contains(Assert::NOCHECK);
+            let (words, now) = match eager {
+                true => (AllWords::Lazy, &self.loaded[..]),
+                false => (AllWords::Unchecked, &[][..]),
             };
             for (i, &target) in now.iter().enumerate() {
                 if let Err(e) = self.acquire(Mode::Shared, target) {
@@ -234,27 +267,15 @@ impl Window<'_> {
             }
             let mut epochs = self.epochs.borrow_mut();
             epochs.lock_all(words)?;
-            now.into_iter().for_each(|t| epochs.taken(t, Mode::Shared));
+            now.iter().for_each(|&t| epochs.taken(t, Mode::Shared));
             Ok(())
         })
-    }
-
-    /// The ranks whose window memory this rank reaches by loads and stores: its own, and the
-    /// node peers' memory mapped for `shared_query` (none in a dynamic window, whose peers'
-    /// attached memory is reached by copies only).
-    fn loaded_targets(&self) -> Vec<usize> {
-        let mapped = |t: usize| {
-            self.flavor != Flavor::Dynamic && self.shared.get(t).is_some_and(|m| m.is_some())
-        };
-        (0..self.comm.size())
-            .filter(|&t| t == self.rank() || mapped(t))
-            .collect()
     }
 
     /// The checks of an RMA call to `target`, and the shared lock word a lazy lock_all takes
     /// at the first call to it; `passive`: only a passive-target epoch covers request-based
     /// calls.
-    #[inline]
+    #[inline(always)]
     pub(super) fn enter(&self, target: usize, passive: bool) -> Result<()> {
         let epochs = self.epochs.borrow();
         let access = match passive {
@@ -275,11 +296,14 @@ impl Window<'_> {
     /// # MPI-4.1: 12.5.3 (MPI_WIN_UNLOCK_ALL)
     pub fn unlock_all(&self) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Win_unlock_all", || {
-            let taken = self.epochs.borrow_mut().unlock_all()?;
-            self.transports().try_for_each(|t| t.flush_all())?;
-            taken
-                .into_iter()
-                .try_for_each(|(t, mode)| self.release_lock(mode, t))
+            self.epochs.borrow_mut().unlock_all()?;
+            self.complete_all()?;
+            // Every operation is complete at every target now: each word is released as it
+            // was taken, with nothing to settle first. (Releasing a word reads no epoch state
+            // and changes none.)
+            let epochs = self.epochs.borrow();
+            let mut released = epochs.released();
+            released.try_for_each(|(t, mode)| self.lock_word(t, mode.release()).map(drop))
         })
     }
 
@@ -299,6 +323,10 @@ impl Window<'_> {
     /// transport, atomics.
     #[inline]
     pub(super) fn complete_at(&self, target: usize) -> Result<()> {
+        if self.direct.fenced(target) {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            return Ok(());
+        }
         self.route(target).flush(target)?;
         if self.routes[target] != self.atomics {
             self.atomic_route().flush(target)?;
@@ -306,11 +334,21 @@ impl Window<'_> {
         Ok(())
     }
 
+    /// Complete every operation this rank issued, at every target: a memory fence where every
+    /// target's operations complete when issued.
+    fn complete_all(&self) -> Result<()> {
+        if self.direct.all_fenced() {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            return Ok(());
+        }
+        self.transports().try_for_each(|t| t.flush_all())
+    }
+
     /// Complete every RMA call at origin and targets. # MPI-4.1: 12.5.4 (MPI_WIN_FLUSH_ALL)
     pub fn flush_all(&self) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Win_flush_all", || {
             self.epochs.borrow().flush_all()?;
-            self.transports().try_for_each(|t| t.flush_all())
+            self.complete_all()
         })
     }
 
