@@ -26,12 +26,18 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(have_libfabric)");
     println!("cargo::rerun-if-env-changed=ONESIDED_REQUIRE_FABRIC");
+    println!("cargo::rerun-if-env-changed=ONESIDED_WITHOUT_SYSTEM_LIBS");
     println!("cargo::rerun-if-env-changed=ONESIDED_WRITE_DOCSRS_BINDINGS");
     println!("cargo::rerun-if-env-changed=DOCS_RS");
     println!("cargo::rerun-if-env-changed=PKG_CONFIG_PATH");
     println!("cargo::rerun-if-changed=wrapper.h");
-    let required = env::var("ONESIDED_REQUIRE_FABRIC").is_ok_and(|v| v == "1");
-    let outcome = if env::var_os("DOCS_RS").is_some() {
+    // The build a machine without the library gets, on any machine (CI lints it): this wins
+    // over ONESIDED_REQUIRE_FABRIC.
+    let without = env::var("ONESIDED_WITHOUT_SYSTEM_LIBS").is_ok_and(|v| v == "1");
+    let required = env::var("ONESIDED_REQUIRE_FABRIC").is_ok_and(|v| v == "1") && !without;
+    let outcome = if without {
+        Err("ONESIDED_WITHOUT_SYSTEM_LIBS=1 leaves it out".to_string())
+    } else if env::var_os("DOCS_RS").is_some() {
         Ok(pregenerated())
     } else if env::var("ONESIDED_WRITE_DOCSRS_BINDINGS").is_ok_and(|v| v == "1") {
         let version =

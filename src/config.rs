@@ -406,6 +406,7 @@ impl Config {
         self.pm
     }
 
+    #[cfg(any(have_libfabric, test))]
     pub(crate) fn fabric(&self) -> &FabricConfig {
         &self.fabric
     }

@@ -17,7 +17,9 @@ use onesided_shm::process::Watch;
 use onesided_shm::{Mem, futex};
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(any(have_libfabric, test))]
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Polls of a fabric between two yields of a waiter.
@@ -149,6 +151,7 @@ impl Pause {
 
 /// Whether the process `pid` is stopped (SIGSTOP, or a debugger's): alive, but making no
 /// progress until someone resumes it.
+#[cfg(any(have_libfabric, test))]
 pub(crate) fn pid_stopped(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
@@ -169,7 +172,9 @@ pub(crate) struct Peers {
     liveness: Arc<Liveness>,
     /// Whether a watched process was stopped when last looked at, and when that was (in
     /// milliseconds since `since`, plus 1; 0: never).
+    #[cfg(any(have_libfabric, test))]
     stopped: Arc<(AtomicBool, AtomicU64)>,
+    #[cfg(any(have_libfabric, test))]
     since: Instant,
 }
 
@@ -191,13 +196,16 @@ impl Peers {
             pids,
             watches,
             liveness,
+            #[cfg(any(have_libfabric, test))]
             stopped: Arc::default(),
+            #[cfg(any(have_libfabric, test))]
             since: Instant::now(),
         }
     }
 
     /// Whether a watched process is stopped, looked at no more often than every [`NAP`]: a
     /// wait that depends on it had better sleep until traffic arrives than poll.
+    #[cfg(any(have_libfabric, test))]
     pub(crate) fn any_stopped(&self) -> bool {
         let (stopped, looked) = &*self.stopped;
         let now = self.since.elapsed().as_millis() as u64 + 1;
@@ -237,6 +245,7 @@ impl Peers {
     }
 
     /// The process of rank `r` where it runs on this node, in a process other than this one.
+    #[cfg(have_libfabric)]
     pub(crate) fn process_of(&self, r: usize) -> Option<u32> {
         let pid = self.pids.get(r).copied()?;
         (pid != 0 && pid != std::process::id()).then_some(pid)

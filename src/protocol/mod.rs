@@ -12,6 +12,7 @@ pub mod native;
 pub mod passive;
 pub mod pscw;
 pub mod reduce;
+#[cfg(any(have_libfabric, test))]
 pub mod served;
 
 use crate::error::{Error, ErrorClass};

@@ -60,6 +60,7 @@ pub enum AccOp {
 
 impl AccOp {
     /// What decides its path ([`NativeOps::path`]).
+    #[cfg(have_nic)]
     pub fn kind(self) -> Kind {
         match self {
             AccOp::Apply(op) => Kind::Apply(op),
@@ -93,6 +94,7 @@ const fn applying(elem: Elem) -> u64 {
 pub struct NativeOps(u64);
 
 /// How one accumulate goes.
+#[cfg(any(have_nic, test))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Path {
     /// The transport's atomic.
@@ -106,6 +108,7 @@ pub enum Path {
 
 impl NativeOps {
     /// Nothing native.
+    #[cfg(any(have_nic, test))]
     pub const NONE: NativeOps = NativeOps(0);
     /// Everything native (CPU atomics on mapped memory).
     pub const ALL: NativeOps = NativeOps((1 << (KINDS * Elem::ALL.len())) - 1);
@@ -120,6 +123,7 @@ impl NativeOps {
     }
 
     /// The pairs for which `native` says yes.
+    #[cfg(any(have_nic, test))]
     pub fn from_fn(native: impl Fn(Elem, Kind) -> bool) -> NativeOps {
         let pairs = Elem::ALL
             .into_iter()
@@ -132,6 +136,7 @@ impl NativeOps {
     }
 
     /// Native on both (what every rank runs).
+    #[cfg(any(have_nic, test))]
     pub fn and(self, other: NativeOps) -> NativeOps {
         NativeOps(self.0 & other.0)
     }
@@ -148,6 +153,7 @@ impl NativeOps {
 
     /// The path of `kind` on `elem` under `accumulate_ops` (`same_op`: no MPI_NO_OP meets
     /// other operations).
+    #[cfg(any(have_nic, test))]
     pub fn path(self, elem: Elem, kind: Kind, same_op: bool) -> Path {
         let read = Kind::Apply(Op::NoOp);
         if self.whole(elem) {
@@ -169,17 +175,20 @@ impl NativeOps {
     }
 
     /// The bits, for the key ranks exchange.
+    #[cfg(any(have_nic, test))]
     pub fn bits(self) -> u64 {
         self.0
     }
 
     /// From [`NativeOps::bits`].
+    #[cfg(any(have_nic, test))]
     pub fn from_bits(bits: u64) -> NativeOps {
         NativeOps(bits & Self::ALL.0)
     }
 
     /// The pairs RDMA verbs hardware runs: fetch-add (MPI_SUM), the atomic read (a fetch-add
     /// of 0) and compare-and-swap, on 64-bit integers.
+    #[cfg(any(have_nic, test))]
     pub fn verbs() -> NativeOps {
         NativeOps::from_fn(|e, k| {
             matches!(e, Elem::I64 | Elem::U64)

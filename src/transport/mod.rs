@@ -43,7 +43,9 @@ use crate::error::{Error, ErrorClass, Result};
 pub use crate::protocol::attach::Entry;
 use crate::protocol::layout;
 pub use crate::protocol::lockword::Amo;
-pub use crate::protocol::native::{AccOp, Kind, NativeOps, Path};
+pub use crate::protocol::native::{AccOp, NativeOps};
+#[cfg(have_nic)]
+pub use crate::protocol::native::{Kind, Path};
 use crate::protocol::reduce::{Elem, Op, combine};
 use onesided_shm::Mem;
 pub(crate) use select::{Selection, select};
@@ -175,6 +177,7 @@ pub enum Reach {
     /// Ranks on this rank's node.
     Node,
     /// Every rank.
+    #[cfg(any(have_nic, test))]
     Any,
 }
 
@@ -408,6 +411,7 @@ pub(crate) fn gets_in_flight<'b, T: Transport + ?Sized>(
 /// `addr` of the target's memory: as `native` says where that element is aligned (it decides
 /// for its neighbours), else under the target's accumulate lock. Every origin decides the same
 /// way for an element, so accumulates that may meet on it never mix the NIC and the lock.
+#[cfg(have_nic)]
 pub(crate) fn path_at(native: NativeOps, addr: u64, elem: Elem, kind: Kind, same_op: bool) -> Path {
     match addr.is_multiple_of(elem.size() as u64) {
         true => native.path(elem, kind, same_op),
@@ -417,6 +421,7 @@ pub(crate) fn path_at(native: NativeOps, addr: u64, elem: Elem, kind: Kind, same
 
 /// MPI_ERR_RANK for a rank `transport` does not serve (out of line: the calls that check
 /// inline).
+#[cfg(have_nic)]
 #[cold]
 pub(crate) fn unserved(transport: &str, target: usize) -> Error {
     Error::new(
@@ -426,6 +431,7 @@ pub(crate) fn unserved(transport: &str, target: usize) -> Error {
 }
 
 /// MPI_ERR_RMA_RANGE for `len` bytes at `offset` of a space of `size` bytes of `target`.
+#[cfg(have_nic)]
 #[cold]
 pub(crate) fn outside(target: usize, offset: usize, len: usize, size: usize) -> Error {
     Error::new(
