@@ -369,9 +369,7 @@ impl<'a> ShmTransport<'a> {
 
     /// The mapped window memory of `target` where an element of `size` bytes at `offset` is
     /// reached with CPU atomics (aligned in mapped memory, not lent to MPI_Win_create); `None`
-    /// where accumulates there take the lock word. The choice depends only on the offset and
-    /// the target's memory, the same on every rank: segments are mapped on page boundaries (or
-    /// coarser) everywhere.
+    /// where accumulates there take the lock word ([`cpu_aligned`]).
     fn cpu(
         &self,
         target: usize,
@@ -379,13 +377,15 @@ impl<'a> ShmTransport<'a> {
         offset: usize,
         size: usize,
     ) -> Result<Option<&Mem<'a>>> {
-        let t = self.target(target)?;
-        Ok(match (space, &t.data) {
-            (Space::Data, Data::Mapped(m))
-                if !t.lent && m.addr().wrapping_add(offset).is_multiple_of(size) =>
-            {
-                Some(m)
-            }
+        Ok(match (space, self.target(target)?) {
+            (
+                Space::Data,
+                Target {
+                    data: Data::Mapped(m),
+                    lent: false,
+                    ..
+                },
+            ) if cpu_aligned(m, offset, size) => Some(m),
             _ => None,
         })
     }
@@ -407,9 +407,24 @@ impl<'a> ShmTransport<'a> {
     /// The window memory of `rank` where accumulates on its aligned elements are CPU atomics
     /// (mapped here and not lent to MPI_Win_create: see [`ShmTransport::cpu`]).
     pub(crate) fn atomic_mapped(&self, rank: usize) -> Option<&Mem<'a>> {
-        self.mapped(rank)
-            .filter(|_| self.target(rank).is_ok_and(|t| !t.lent))
+        match self.target(rank).ok()? {
+            Target {
+                data: Data::Mapped(m),
+                lent: false,
+                ..
+            } => Some(m),
+            _ => None,
+        }
     }
+}
+
+/// Whether the element of `size` bytes at `offset` of mapped memory `mem` is aligned to its
+/// size, so that an accumulate on it is a CPU atomic. The answer depends only on the offset and
+/// the target's memory, the same on every rank: segments are mapped on page boundaries (or
+/// coarser) everywhere.
+#[inline]
+pub(crate) fn cpu_aligned(mem: &Mem<'_>, offset: usize, size: usize) -> bool {
+    mem.addr().wrapping_add(offset).is_multiple_of(size)
 }
 
 /// One element's read-modify-write with CPU atomics on the element at `offset` of `mem`, which
