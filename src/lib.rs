@@ -10,6 +10,7 @@ mod info;
 mod liveness;
 mod log;
 mod mesh;
+mod peers;
 mod pm;
 mod protocol;
 mod transport;

@@ -362,6 +362,12 @@ impl Comm {
         })
     }
 
+    /// The world rank of each rank of this communicator, in rank order.
+    #[cfg(have_nic)]
+    pub(crate) fn world_ranks(&self) -> Vec<u32> {
+        self.inner.members.iter().map(|&m| m as u32).collect()
+    }
+
     /// The group of this communicator. # MPI-4.1: 7.3.1 (MPI_COMM_GROUP)
     pub fn group(&self) -> Group {
         Group::from_world_ranks(self.inner.members.clone())
@@ -384,6 +390,11 @@ impl Comm {
     /// The process id of communicator rank `rank` (which must be valid).
     pub(crate) fn pid_of(&self, rank: usize) -> u32 {
         self.inner.job.pids[self.inner.members[rank]]
+    }
+
+    /// How many ids of collective calls this communicator has handed out ([`Comm::next_seq`]).
+    pub(crate) fn seqs(&self) -> u64 {
+        self.inner.seq.get()
     }
 
     /// A fresh id of this communicator's next collective call, unique in the job.

@@ -120,6 +120,11 @@ struct Over {
     fabric: bool,
     /// Needs a verbs device (listed only where one is present, or `ONESIDED_REQUIRE_VERBS=1`).
     verbs: bool,
+    /// What a program gets with nothing set: the path every process manager runs.
+    default: bool,
+    /// A rank killed in a job leaves the transport's segments in /dev/shm (libfabric's shm
+    /// provider), which the launcher or the next job must remove.
+    leaves_segments: bool,
 }
 
 static OVERS: &[Over] = &[
@@ -128,6 +133,8 @@ static OVERS: &[Over] = &[
         env: &[("ONESIDED_TRANSPORT", "auto")],
         fabric: false,
         verbs: false,
+        default: true,
+        leaves_segments: false,
     },
     Over {
         name: "fabric_tcp",
@@ -139,6 +146,8 @@ static OVERS: &[Over] = &[
         ],
         fabric: true,
         verbs: false,
+        default: false,
+        leaves_segments: false,
     },
     // The paths InfiniBand takes (verbs MR mode and atomics), and progress threads that poll
     // instead of sleeping in a wait object.
@@ -153,6 +162,8 @@ static OVERS: &[Over] = &[
         ],
         fabric: true,
         verbs: false,
+        default: false,
+        leaves_segments: false,
     },
     Over {
         name: "fabric_shm",
@@ -164,6 +175,8 @@ static OVERS: &[Over] = &[
         ],
         fabric: true,
         verbs: false,
+        default: false,
+        leaves_segments: true,
     },
     // Every accumulate served by its target over the shm provider too (over tcp, `auto`
     // serves them).
@@ -177,6 +190,8 @@ static OVERS: &[Over] = &[
         ],
         fabric: true,
         verbs: false,
+        default: false,
+        leaves_segments: true,
     },
     // libfabric's verbs provider under rxm, as InfiniBand and RoCE clusters run it: real memory
     // registration (FI_MR_LOCAL), the atomics the device reports. Nothing set for rxe's small
@@ -191,6 +206,8 @@ static OVERS: &[Over] = &[
         ],
         fabric: true,
         verbs: true,
+        default: false,
+        leaves_segments: false,
     },
     // The direct verbs transport: RC queue pairs, the NIC's own atomics, no progress thread.
     Over {
@@ -198,6 +215,8 @@ static OVERS: &[Over] = &[
         env: &[("ONESIDED_TRANSPORT", "verbs")],
         fabric: false,
         verbs: true,
+        default: false,
+        leaves_segments: false,
     },
 ];
 
@@ -646,15 +665,31 @@ const ENV_LINGER_MS: &str = "ONESIDED_TEST_LINGER_MS";
 
 /// Whether scenario `sc` runs over `over` under `pm`: onesided's launcher runs every scenario
 /// over every transport; the other process managers run those that need no launcher option
-/// over shared memory (the transports are the same code whoever started the ranks), the
-/// failure scenarios also over libfabric's shm provider (whose segments a killed rank leaves),
-/// and the stencil examples over every transport.
+/// over the default path (the transports are the same code whoever started the ranks), the
+/// scenarios in which a rank dies also over the first transport whose segments a dead rank
+/// leaves, and the stencil examples over every transport.
 fn covered(pm: Pm, over: &Over, sc: &Scenario) -> bool {
-    let failure = sc.name.starts_with("failure::");
+    let dies = !matches!(sc.expect, Expect::Success);
     pm == Pm::Onesided
         || (sc.launch.is_empty()
             && !sc.wrapped
-            && (over.name == "shm" || (over.name == "fabric_shm" && failure)))
+            && (over.default || (dies && std::ptr::eq(over, leaving_segments()))))
+}
+
+/// The path a program gets with nothing set.
+fn default_over() -> &'static Over {
+    OVERS
+        .iter()
+        .find(|o| o.default)
+        .expect("a default path in OVERS")
+}
+
+/// The first transport whose segments a dead rank leaves.
+fn leaving_segments() -> &'static Over {
+    OVERS
+        .iter()
+        .find(|o| o.leaves_segments)
+        .expect("a transport in OVERS that leaves segments")
 }
 
 /// The process manager (except onesided's launcher) and the transport, as trial names start.
@@ -803,7 +838,7 @@ fn trials() -> Vec<Trial> {
         });
         trials.push(trial.with_ignored_flag(missing.is_some()));
     }
-    let over = &OVERS[3];
+    let over = leaving_segments();
     let trial = Trial::test(
         trial_name(Pm::Onesided, over, "killed_launcher_leaves_nothing"),
         move || Ok(killed_launcher_leaves_nothing(over)?),
@@ -868,7 +903,7 @@ fn later_job_removes_dead_fabric_segments(pm: Pm) -> Res {
     std::fs::write(&dead, b"left by a killed rank").map_err(|e| format!("{dead}: {e}"))?;
     let cmd = job(
         pm,
-        &OVERS[0],
+        default_over(),
         Some(2),
         &[],
         &harness::example_exe("stencil")?,

@@ -23,9 +23,11 @@
 
 use crate::endpoint::Endpoint;
 use crate::error::FiError;
-use crate::gather::READ_MAX;
-use crate::ops::{Lent, Remote, Way, range};
+use crate::joint::READ_MAX;
+use crate::lent::Lent;
+use crate::ops::Way;
 use crate::patience::Waiting;
+use crate::remote::{Remote, range};
 use crate::runs::batches;
 use crate::sys;
 use crate::track::Slot;
@@ -38,15 +40,6 @@ const SHARED_MAX: usize = 1 << 20;
 
 /// The most bytes reads share an operation with.
 const SHARED_READ_MAX: usize = 64 << 10;
-
-/// How many reads of a batch one operation of the provider `name` carries, where one carries
-/// `limit` transfers: one over the shm provider (module docs).
-pub(crate) fn shared_reads(name: &str, limit: usize) -> usize {
-    match name {
-        "shm" => 1,
-        _ => limit,
-    }
-}
 
 impl Endpoint {
     /// Read every `(dst, from)` of `parts`, the reads in flight together; returns with the data

@@ -11,11 +11,10 @@
 //!
 //! [`Endpoint::registration_cache`]: crate::Endpoint::registration_cache
 
-use crate::core::Core;
 use crate::error::FiError;
+use crate::lent::Lent;
 use crate::monitor::{Monitor, pages};
-use crate::ops::Lent;
-use crate::region::{Access, Mr};
+use crate::mr::{Local, Mr};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Registrations kept; beyond them the least recently used goes.
@@ -127,30 +126,32 @@ impl Cache {
         self.fresh(monitor).find(addr, addr + len)
     }
 
-    /// A registration for a transfer from or into `addr..addr + len`, where [`Cache::find`]
-    /// found none, of its whole pages: kept for later transfers where the monitor watches that
-    /// memory, else for this one only. An endpoint lends from its owning thread only, so no
-    /// other registration of the range arrives in between.
+    /// A registration, made through `local` (the endpoint's), for a transfer from or into
+    /// `addr..addr + len`, where [`Cache::find`] found none, of its whole pages: kept for later
+    /// transfers where the monitor watches that memory, else for this one only. An endpoint
+    /// lends from its owning thread only, so no other registration of the range arrives in
+    /// between.
     ///
     /// # Safety
     /// The memory must stay mapped while the transfer that uses the registration is in flight.
     /// A kept registration outlives the caller's memory (`Mr::register`'s condition) only until
     /// the monitor reports it gone, and no transfer uses it after that: a look-up first drops
-    /// what went.
+    /// what went. The domain of `local` must be open while the cache keeps registrations (the
+    /// endpoint clears it before it closes).
     pub(crate) unsafe fn register(
         &self,
-        core: &Core,
+        local: Local<'_>,
         addr: usize,
         len: usize,
     ) -> Result<Lent, FiError> {
         let Ok(monitor) = self.monitor.get_or_init(Monitor::open) else {
             // SAFETY: as the caller guarantees; the registration is dropped with the transfer.
-            return unsafe { Mr::register(core, addr, len, Access::Local) }.map(Lent::Own);
+            return unsafe { local.register(addr, len) }.map(Lent::Own);
         };
         let (start, end) = pages(addr, addr + len);
         // SAFETY: the pages hold the caller's buffer, so they are mapped; the module docs say
         // how a kept registration is dropped before its memory is used again.
-        let mr = unsafe { Mr::register(core, start, end - start, Access::Local)? };
+        let mr = unsafe { local.register(start, end - start)? };
         if monitor.watch(start, end).is_err() {
             return Ok(Lent::Own(mr));
         }

@@ -2,10 +2,11 @@
 //! serve peers' calls with a [`Serve`], learn which peer is which rank, and call a peer and
 //! wait for its answer.
 
-use crate::endpoint::{Endpoint, Peer};
+use crate::endpoint::Endpoint;
 use crate::error::FiError;
 use crate::mail::{Mail, Serve};
 use crate::patience::{Patience, Waiting};
+use crate::peer::Peer;
 use crate::sys;
 use std::sync::Arc;
 
@@ -24,7 +25,15 @@ impl Endpoint {
         if self.core.mail.get().is_some() {
             return Ok(());
         }
-        let mail = Mail::open(&self.core, serve, self.inject)?;
+        let c = &self.core;
+        let mail = Mail::open(
+            &c.out,
+            c.serve.as_ref(),
+            &c.pool,
+            c.virt_addr(),
+            serve,
+            self.inject,
+        )?;
         // Only the owning thread opens it; a second `set` cannot happen.
         let _ = self.core.mail.set(mail);
         Ok(())
@@ -62,7 +71,7 @@ impl Endpoint {
         let id = mail.open_call();
         let mut patience = Patience::new(&self.core, keep_waiting).knocking(peer.index);
         let sent = loop {
-            match mail.request(&self.core, peer, from, id, body) {
+            match mail.request(&self.core.track, peer, from, id, body) {
                 Ok(Some(slot)) => break slot,
                 Ok(None) => {
                     self.core.poll();

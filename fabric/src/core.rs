@@ -8,8 +8,9 @@ use crate::error::FiError;
 use crate::info::MrMode;
 use crate::ledger::{Ledger, Tracked};
 use crate::mail::{Mail, RECEIVE};
+use crate::mr::Local;
 use crate::port::Port;
-use crate::region::Registered;
+use crate::registered::Registered;
 use crate::stage::{Pool, Staged};
 use crate::stamp::Stamps;
 use crate::sys;
@@ -244,6 +245,21 @@ impl Core {
         self.serve.as_ref().map_or(self.out.ep, |s| s.ep)
     }
 
+    /// Where local buffers are registered: this endpoint's domain, bound to the issuing port
+    /// where the provider binds registrations to endpoints.
+    pub(crate) fn local(&self) -> Local<'_> {
+        // SAFETY: the issuing port is an endpoint of the domain, open while the core is (which
+        // `'_` borrows), and closed only after the registrations bound to it: regions hold the
+        // core, staged buffers and the cache's registrations live in it.
+        unsafe { Local::new(&self.domain, self.out.ep) }
+    }
+
+    /// A staging buffer of at least `len` bytes from this endpoint's pool, registered for local
+    /// access when `register` (`stage.rs`).
+    pub(crate) fn stage(&self, len: usize, register: bool) -> Result<Staged, FiError> {
+        Staged::new(&self.pool, len, register.then(|| self.local()))
+    }
+
     /// The completion bookkeeping, locked.
     pub(crate) fn track(&self) -> Tracked<'_> {
         self.track.lock()
@@ -320,7 +336,7 @@ impl Core {
     /// `slot`, then take its outcome if settled.
     fn poll_issuing(&self, slot: Option<(Slot, &mut Option<u64>)>) -> Option<Outcome<Staged>> {
         if let Some(mail) = self.mail.get() {
-            mail.retry(self);
+            mail.retry(&self.track);
         }
         let mut entries = [sys::fi_cq_entry::default(); BATCH];
         // SAFETY: the queue is open; `entries` has room for BATCH FI_CQ_FORMAT_CONTEXT entries.
@@ -361,7 +377,7 @@ impl Core {
     /// (nothing else completes on the serving port) is ignored.
     fn receive(&self, ctx: Context, failed: bool) {
         if let Some(mail) = self.mail.get().filter(|_| ctx & RECEIVE != 0) {
-            mail.received(self, ctx, failed);
+            mail.received(&self.track, &self.registered, ctx, failed);
         }
     }
 

@@ -1,18 +1,20 @@
 //! An RDM endpoint with its address vector and completion queue, its progress thread, and
 //! completion tracked per peer and per operation (`track.rs`; the operations are in `ops.rs`).
 
-use crate::batch::shared_reads;
 use crate::cache::{Cache, CacheReport};
 use crate::core::{Core, IDLE_NAP};
 use crate::domain::Domain;
 use crate::doorbell::{Doorbell, Knocker};
 use crate::error::{FiError, check};
-use crate::gather::Gathering;
 use crate::info::MrMode;
+use crate::joint::Gathering;
 use crate::ledger::Ledger;
+use crate::mr::Access;
 use crate::patience::{Patience, Waiting};
+use crate::peer::Peer;
 use crate::port::Port;
-use crate::region::{Access, Region, RegionKey, Registered};
+use crate::region::{Region, RegionKey};
+use crate::registered::Registered;
 use crate::stage::Staged;
 use crate::stamp::Stamps;
 use crate::sys;
@@ -33,12 +35,14 @@ pub(crate) const BOUNCE: usize = 64 << 10;
 /// buffers they use.
 const DRAIN: Duration = Duration::from_millis(200);
 
-/// A peer of this endpoint: its address in the address vector, and its number in the
-/// endpoint's completion bookkeeping.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer {
-    pub(crate) addr: sys::fi_addr_t,
-    pub(crate) index: u32,
+/// How many reads of a batch (`Endpoint::read_all`) one operation of the provider `name`
+/// carries, where one carries `limit` transfers: one over the shm provider (`batch.rs`'s module
+/// docs say why).
+fn shared_reads(name: &str, limit: usize) -> usize {
+    match name {
+        "shm" => 1,
+        _ => limit,
+    }
 }
 
 /// The progress thread's handle on the core.

@@ -1,6 +1,6 @@
 //! libfabric errors with their `fi_strerror` text.
 
-use crate::library::loaded;
+use crate::library::{Unloadable, loaded};
 use crate::sys;
 use std::ffi::CStr;
 use std::fmt;
@@ -82,6 +82,13 @@ impl fmt::Display for FiError {
 
 impl std::error::Error for FiError {}
 
+impl From<Unloadable> for FiError {
+    /// The error of a call that needs libfabric where it could not be loaded.
+    fn from(why: Unloadable) -> FiError {
+        FiError::with_detail("loading libfabric", libc::ELIBACC, why.0.to_owned())
+    }
+}
+
 /// `Ok(ret)` for a non-negative libfabric return, else the error of `op`.
 pub(crate) fn check(op: &str, ret: impl Into<i64>) -> Result<i64, FiError> {
     let ret = ret.into();
@@ -90,6 +97,11 @@ pub(crate) fn check(op: &str, ret: impl Into<i64>) -> Result<i64, FiError> {
     } else {
         Ok(ret)
     }
+}
+
+/// The error of `op` given an argument it cannot take (`FI_EINVAL`).
+pub(crate) fn invalid(op: &str) -> FiError {
+    FiError::new(op, -(sys::FI_EINVAL as i64))
 }
 
 /// The object a libfabric call `op` opens through the out-pointer `open` is given, once the

@@ -1,4 +1,5 @@
-//! Choosing a provider: `fi_getinfo` for reliable-datagram endpoints with RMA and atomics.
+//! Choosing a provider: `fi_getinfo` for reliable-datagram endpoints with RMA and atomics; and
+//! the library as a whole: loading it ahead of the first call that needs it, its version.
 
 use crate::error::{FiError, check};
 use crate::library::{Library, library, loaded};
@@ -96,6 +97,13 @@ impl Default for Request {
 /// The libfabric API version onesided asks for.
 fn api_version() -> u32 {
     (sys::FI_MAJOR_VERSION << 16) | sys::FI_MINOR_VERSION
+}
+
+/// Load libfabric now, if no call loaded it yet: the error says why it cannot be (every call
+/// that needs the library would fail with it).
+pub fn load() -> Result<(), FiError> {
+    library()?;
+    Ok(())
 }
 
 /// The version of the libfabric library loaded at run time, as "major.minor" (loading it, if

@@ -66,9 +66,13 @@ mod gather;
 #[cfg(have_libfabric)]
 mod info;
 #[cfg(have_libfabric)]
+mod joint;
+#[cfg(have_libfabric)]
 mod latch;
 #[cfg(have_libfabric)]
 mod ledger;
+#[cfg(have_libfabric)]
+mod lent;
 #[cfg(have_libfabric)]
 mod library;
 #[cfg(have_libfabric)]
@@ -76,13 +80,21 @@ mod mail;
 #[cfg(have_libfabric)]
 mod monitor;
 #[cfg(have_libfabric)]
+mod mr;
+#[cfg(have_libfabric)]
 mod ops;
 #[cfg(have_libfabric)]
 mod patience;
 #[cfg(have_libfabric)]
+mod peer;
+#[cfg(have_libfabric)]
 mod port;
 #[cfg(have_libfabric)]
 mod region;
+#[cfg(have_libfabric)]
+mod registered;
+#[cfg(have_libfabric)]
+mod remote;
 #[cfg(have_libfabric)]
 mod request;
 #[cfg(have_libfabric)]
@@ -99,23 +111,27 @@ pub use cache::CacheReport;
 #[cfg(have_libfabric)]
 pub use domain::{AtomicKind, AtomicOp, Datatype, Domain};
 #[cfg(have_libfabric)]
-pub use endpoint::{Endpoint, Idle, Peer};
+pub use endpoint::{Endpoint, Idle};
 #[cfg(have_libfabric)]
 pub use error::FiError;
 #[cfg(have_libfabric)]
-pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, version};
+pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, load, version};
 #[cfg(have_libfabric)]
-pub use library::{load, preset};
+pub use library::preset;
 #[cfg(have_libfabric)]
 pub use mail::{BODY_MAX as CALL_MAX, Memory, Serve};
 #[cfg(have_libfabric)]
 pub use monitor::memory_monitor;
 #[cfg(have_libfabric)]
-pub use ops::Remote;
+pub use mr::Access;
 #[cfg(have_libfabric)]
 pub use patience::Waiting;
 #[cfg(have_libfabric)]
-pub use region::{Access, Region, RegionKey};
+pub use peer::Peer;
+#[cfg(have_libfabric)]
+pub use region::{Region, RegionKey};
+#[cfg(have_libfabric)]
+pub use remote::Remote;
 #[cfg(have_libfabric)]
 pub use request::Ticket;
 

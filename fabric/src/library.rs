@@ -13,7 +13,6 @@
 //! operation tables of the objects they return, as it always did. `build.rs` keeps the exported
 //! calls out of the generated bindings, so none can be called past this table.
 
-use crate::error::FiError;
 use crate::sys;
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::sync::OnceLock;
@@ -49,19 +48,18 @@ pub(crate) struct Library {
 
 static LIBRARY: OnceLock<Result<Library, String>> = OnceLock::new();
 
+/// Why libfabric could not be loaded, as the first call that needed it found: every later call
+/// gets the same (`FiError` makes it the error of the call).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unloadable(pub(crate) &'static str);
+
 /// The loaded library, loading it at the first call; the error (kept for later calls) says
 /// why it could not be loaded.
-pub(crate) fn library() -> Result<&'static Library, FiError> {
+pub(crate) fn library() -> Result<&'static Library, Unloadable> {
     LIBRARY
         .get_or_init(open_first)
         .as_ref()
-        .map_err(|why| FiError::with_detail("loading libfabric", libc::ELIBACC, why.clone()))
-}
-
-/// Load libfabric now, if no call loaded it yet: the error says why it cannot be (every call
-/// that needs the library would fail with it).
-pub fn load() -> Result<(), FiError> {
-    library().map(|_| ())
+        .map_err(|why| Unloadable(why.as_str()))
 }
 
 /// Set the libfabric variable `var` to `value` for this process, unless the environment sets it

@@ -12,10 +12,12 @@
 //! receive the provider refuses for now (`FI_EAGAIN`) waits for the next poll; a request is
 //! posted by its caller, who polls meanwhile, with a slot that tells it if the send fails.
 
-use crate::core::Core;
-use crate::endpoint::Peer;
 use crate::error::{FiError, check};
-use crate::stage::Staged;
+use crate::ledger::Ledger;
+use crate::peer::Peer;
+use crate::port::Port;
+use crate::registered::Registered;
+use crate::stage::{Pool, Staged};
 use crate::sys;
 use crate::track::{Context, Slot};
 use onesided_shm::Mem;
@@ -49,7 +51,9 @@ pub trait Serve: Send + Sync {
 
 /// The memory an endpoint has registered for its peers, as a call's handler reaches it.
 pub struct Memory<'a> {
-    core: &'a Core,
+    registered: &'a Mutex<Registered>,
+    /// Whether peers address it by virtual address (else by offset).
+    virt: bool,
 }
 
 impl Memory<'_> {
@@ -57,8 +61,7 @@ impl Memory<'_> {
     /// (addressed as their RMA addresses it), then write back what `f` left there. False, and
     /// nothing touched, where no region registered for peers holds that whole range.
     pub fn update(&self, key: u64, addr: u64, len: usize, f: impl FnOnce(&mut [u8])) -> bool {
-        let virt = self.core.virt_addr();
-        self.core.registered().update(key, addr, len, virt, f)
+        lock(self.registered).update(key, addr, len, self.virt, f)
     }
 }
 
@@ -74,6 +77,12 @@ pub(crate) struct Mail {
     serve: Arc<dyn Serve>,
     /// Messages up to this many bytes are injected: no buffer kept, no completion.
     inject: usize,
+    /// The endpoint messages are sent from (the issuing port's), and where the buffers of
+    /// those not injected come from (the endpoint's staging pool).
+    out: *mut sys::fid_ep,
+    pool: Arc<Pool>,
+    /// Whether peers address registered memory by virtual address (else by offset).
+    virt: bool,
     inboxes: Vec<Inbox>,
     /// The peer of each rank, for answers.
     ranks: Mutex<Vec<Option<Peer>>>,
@@ -94,10 +103,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Mail {
-    /// Receives posted on every port of `core` that peers address, served by `serve`.
-    pub(crate) fn open(core: &Core, serve: Arc<dyn Serve>, inject: usize) -> Result<Mail, FiError> {
-        let mut ports = vec![(core.out.ep, 0)];
-        if let Some(s) = &core.serve {
+    /// Receives posted on every port of an endpoint that peers address (`out`, which issues,
+    /// and `serving`, where there is one), served by `serve`; messages sent from `out`, through
+    /// buffers of `pool` (the endpoint's); `virt`: peers address registered memory by virtual
+    /// address. The ports must stay open while the calls are.
+    pub(crate) fn open(
+        out: &Port,
+        serving: Option<&Port>,
+        pool: &Arc<Pool>,
+        virt: bool,
+        serve: Arc<dyn Serve>,
+        inject: usize,
+    ) -> Result<Mail, FiError> {
+        let mut ports = vec![(out.ep, 0)];
+        if let Some(s) = serving {
             ports.push((s.ep, SERVING));
         }
         let inboxes = ports
@@ -111,6 +130,9 @@ impl Mail {
         let mail = Mail {
             serve,
             inject,
+            out: out.ep,
+            pool: pool.clone(),
+            virt,
             inboxes,
             ranks: Mutex::default(),
             answers: Mutex::default(),
@@ -202,23 +224,23 @@ impl Mail {
 
     /// Post a request of call `id` from rank `from` to `peer`: injected where it is small, else
     /// with a slot of its own to learn whether it failed (`Some(None)` and `Some(Some(slot))`);
-    /// `None` where the provider refuses it for now.
+    /// `None` where the provider refuses it for now. `track`: the endpoint's bookkeeping.
     pub(crate) fn request(
         &self,
-        core: &Core,
+        track: &Ledger,
         peer: Peer,
         from: u32,
         id: u64,
         body: &[&[u8]],
     ) -> Result<Option<Option<Slot>>, FiError> {
         let len = body.iter().map(|p| p.len()).sum();
-        self.post_send(core, peer, &envelope(REQUEST, from, id, len), body, true)
+        self.post_send(track, peer, &envelope(REQUEST, from, id, len), body, true)
     }
 
     /// Send an answer to `peer`: left to settle on its own, and when the provider refuses it
     /// for now, kept for the next poll.
-    fn answer_to(&self, core: &Core, peer: Peer, msg: Vec<u8>) {
-        match self.post_send(core, peer, &msg, &[], false) {
+    fn answer_to(&self, track: &Ledger, peer: Peer, msg: Vec<u8>) {
+        match self.post_send(track, peer, &msg, &[], false) {
             Ok(Some(_)) => {}
             Ok(None) => self.later(|m| lock(&m.outbox).push_back((peer, msg))),
             // The peer is gone (its call with it), or the provider failed: nothing waits here
@@ -230,10 +252,11 @@ impl Mail {
     /// Post the message `head` followed by the parts of `body` to `peer`: injected up to the
     /// inject size, else from a buffer the endpoint owns until the send settles (counted for the
     /// peer's flush; the parts are copied straight into it), with `slot` in a slot of its own
-    /// (returned), else settling alone. `None` where the provider refuses it for now.
+    /// (returned), else settling alone, tracked in `track`. `None` where the provider refuses it
+    /// for now.
     fn post_send(
         &self,
-        core: &Core,
+        track: &Ledger,
         peer: Peer,
         head: &[u8],
         body: &[&[u8]],
@@ -245,21 +268,21 @@ impl Mail {
             let mut msg = Vec::with_capacity(len);
             parts.for_each(|p| msg.extend_from_slice(p));
             // SAFETY: the endpoint is open; the provider copies `msg` before it returns.
-            let ret = unsafe { sys::fi_inject(core.ep(), msg.as_ptr().cast(), len, peer.addr) };
+            let ret = unsafe { sys::fi_inject(self.out, msg.as_ptr().cast(), len, peer.addr) };
             if ret == -(sys::FI_EAGAIN as isize) {
                 return Ok(None);
             }
             return check("fi_inject", ret as i64).map(|_| Some(None));
         }
-        let staged = Staged::new(core, len, false)?;
+        let staged = Staged::new(&self.pool, len, None)?;
         parts.try_fold(0, |at, p| staged.write(at, p).map(|()| at + p.len()))?;
         let addr = staged.mem().addr();
-        let (ctx, own) = core.track().issue(peer.index, true, Some(staged));
+        let (ctx, own) = track.lock().issue(peer.index, true, Some(staged));
         // SAFETY: the endpoint is open; the buffer is kept by the operation's slot until the
         // operation settles.
         let ret = unsafe {
             sys::fi_send(
-                core.ep(),
+                self.out,
                 addr as *const libc::c_void,
                 len,
                 std::ptr::null_mut(),
@@ -268,7 +291,7 @@ impl Mail {
             )
         };
         if ret != 0 {
-            let kept = core.track().withdraw(ctx);
+            let kept = track.lock().withdraw(ctx);
             drop(kept);
             if ret == -(sys::FI_EAGAIN as isize) {
                 return Ok(None);
@@ -277,7 +300,7 @@ impl Mail {
         }
         match (slot, own) {
             (false, Some(own)) => {
-                let kept = core.track().abandon(own);
+                let kept = track.lock().abandon(own);
                 drop(kept);
                 Ok(Some(None))
             }
@@ -285,8 +308,9 @@ impl Mail {
         }
     }
 
-    /// Retry what the provider refused before, if anything.
-    pub(crate) fn retry(&self, core: &Core) {
+    /// Retry what the provider refused before, if anything (`track`: the endpoint's
+    /// bookkeeping).
+    pub(crate) fn retry(&self, track: &Ledger) {
         if !self.backlog.load(Ordering::Acquire) || !self.backlog.swap(false, Ordering::AcqRel) {
             return;
         }
@@ -298,13 +322,20 @@ impl Mail {
         }
         let waiting = std::mem::take(&mut *lock(&self.outbox));
         for (peer, msg) in waiting {
-            self.answer_to(core, peer, msg);
+            self.answer_to(track, peer, msg);
         }
     }
 
     /// The receive of `ctx` completed (`failed`: with an error): handle its message, and post
-    /// the receive again.
-    pub(crate) fn received(&self, core: &Core, ctx: Context, failed: bool) {
+    /// the receive again. `track` and `registered`: the endpoint's bookkeeping and the regions
+    /// registered on it.
+    pub(crate) fn received(
+        &self,
+        track: &Ledger,
+        registered: &Mutex<Registered>,
+        ctx: Context,
+        failed: bool,
+    ) {
         let index = (ctx & 0xffff_ffff) as usize;
         let Some(inbox) = self.inboxes.get(index / SLOTS) else {
             return;
@@ -343,10 +374,14 @@ impl Mail {
                 };
                 let mut answer = Vec::with_capacity(ENVELOPE + SMALL);
                 answer.extend_from_slice(&envelope(ANSWER, 0, id, 0));
-                self.serve.serve(body, &Memory { core }, &mut answer);
+                let memory = Memory {
+                    registered,
+                    virt: self.virt,
+                };
+                self.serve.serve(body, &memory, &mut answer);
                 let n = answer.len() - ENVELOPE;
                 answer[..ENVELOPE].copy_from_slice(&envelope(ANSWER, 0, id, n));
-                self.answer_to(core, peer, answer);
+                self.answer_to(track, peer, answer);
             }
             ANSWER if read => {
                 let mut answers = lock(&self.answers);

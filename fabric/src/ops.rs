@@ -9,44 +9,21 @@
 //! `batch.rs`.
 
 use crate::domain::{AtomicOp, Datatype};
-use crate::endpoint::{BOUNCE, Endpoint, Peer};
-use crate::error::FiError;
+use crate::endpoint::{BOUNCE, Endpoint};
+use crate::error::{FiError, invalid};
+use crate::lent::Lent;
 use crate::patience::Waiting;
-use crate::region::Mr;
+use crate::peer::Peer;
+use crate::remote::{Remote, range};
 use crate::stage::Staged;
 use crate::sys;
 use crate::track::Slot;
 use std::ptr;
-use std::sync::Arc;
 
 /// Offsets in the bounce buffer of atomic operand, compare value and result.
 const OPERAND: usize = 0;
 const COMPARE: usize = 64;
 const RESULT: usize = 128;
-
-/// How a caller's buffer reaches the NIC for one blocking call (`Endpoint::lend`).
-pub(crate) enum Lent {
-    /// As it is, with this descriptor (null where none is needed).
-    Direct(*mut libc::c_void),
-    /// Registered for the call.
-    Own(Mr),
-    /// Registered in the endpoint's registration cache (`cache.rs`).
-    Cached(Arc<Mr>),
-    /// Copied through the endpoint's bounce buffer.
-    Bounce,
-}
-
-impl Lent {
-    /// The descriptor to pass with the caller's buffer (not for `Bounce`).
-    pub(crate) fn desc(&self) -> *mut libc::c_void {
-        match self {
-            Lent::Direct(desc) => *desc,
-            Lent::Own(mr) => mr.desc(),
-            Lent::Cached(mr) => mr.desc(),
-            Lent::Bounce => ptr::null_mut(),
-        }
-    }
-}
 
 /// Which way an RMA operation moves data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,39 +32,6 @@ pub(crate) enum Way {
     Read,
     /// To the peer; `inject`: copied by the provider and counted only (no slot).
     Write { inject: bool },
-}
-
-/// Where in a peer's memory an operation goes.
-#[derive(Debug, Clone, Copy)]
-pub struct Remote {
-    /// The peer.
-    pub peer: Peer,
-    /// The address in the peer's addressing (virtual address or offset, by MR mode).
-    pub addr: u64,
-    /// The key of the peer's region.
-    pub key: u64,
-}
-
-impl Remote {
-    pub(crate) fn at(self, offset: usize) -> Remote {
-        Remote {
-            addr: self.addr + offset as u64,
-            ..self
-        }
-    }
-}
-
-/// The remote range of `len` bytes at `at`.
-pub(crate) fn range(at: Remote, len: usize) -> sys::fi_rma_iov {
-    sys::fi_rma_iov {
-        addr: at.addr,
-        len,
-        key: at.key,
-    }
-}
-
-pub(crate) fn invalid(op: &str) -> FiError {
-    FiError::new(op, -(sys::FI_EINVAL as i64))
 }
 
 impl Endpoint {
@@ -137,7 +81,7 @@ impl Endpoint {
             return Ok(Lent::Bounce);
         }
         // SAFETY: guaranteed by the caller; the endpoint keeps its domain open.
-        unsafe { self.core.cache.register(&self.core, addr, len) }
+        unsafe { self.core.cache.register(self.core.local(), addr, len) }
     }
 
     /// Write `src` to `to`; returns when `src` may be reused. Small writes are injected and

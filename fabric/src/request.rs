@@ -7,10 +7,10 @@
 use crate::core::Core;
 use crate::domain::{AtomicKind, AtomicOp, Datatype};
 use crate::endpoint::Endpoint;
-use crate::error::FiError;
-use crate::gather::Joint;
-use crate::ops::{Remote, invalid};
+use crate::error::{FiError, invalid};
+use crate::joint::Joint;
 use crate::patience::Waiting;
+use crate::remote::Remote;
 use crate::stage::Staged;
 use crate::sys;
 use crate::track::Slot;
@@ -106,7 +106,7 @@ impl Endpoint {
             self.inject(src, to, keep_waiting)?;
             return Ok(Ticket::without_slots(None));
         }
-        let staged = Staged::new(&self.core, src.len(), self.local_mr)?;
+        let staged = self.core.stage(src.len(), self.local_mr)?;
         staged.write(0, src)?;
         let mut t = self.ticket(None, 0);
         let (base, desc, step) = (staged.mem().addr(), staged.desc(), self.step());
@@ -131,7 +131,7 @@ impl Endpoint {
         if let Some(joint) = self.gather(len, from, keep_waiting) {
             return Ok(Ticket::without_slots(Some((joint, from.addr))));
         }
-        let staged = Staged::new(&self.core, len, self.local_mr)?;
+        let staged = self.core.stage(len, self.local_mr)?;
         let mut t = self.ticket(Some(staged.clone()), 0);
         let (base, desc, step) = (staged.mem().addr(), staged.desc(), self.step());
         for at in (0..len).step_by(step) {
@@ -172,7 +172,7 @@ impl Endpoint {
             return Err(FiError::new(name, -(sys::FI_EOPNOTSUPP as i64)));
         }
         let room = if fetch { 2 * len } else { len };
-        let staged = Staged::new(&self.core, room, self.local_mr)?;
+        let staged = self.core.stage(room, self.local_mr)?;
         staged.write(0, operands)?;
         let mut t = self.ticket(fetch.then(|| staged.clone()), len);
         let (base, desc, piece) = (staged.mem().addr(), staged.desc(), max * size);

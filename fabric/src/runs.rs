@@ -6,8 +6,9 @@
 
 use crate::endpoint::Endpoint;
 use crate::error::FiError;
-use crate::ops::{Remote, Way, range};
+use crate::ops::Way;
 use crate::patience::Waiting;
+use crate::remote::{Remote, range};
 use crate::request::Ticket;
 use crate::stage::Staged;
 use crate::sys;
@@ -46,7 +47,7 @@ impl Endpoint {
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Ticket, FiError> {
         let total = pieces.iter().map(|(_, b)| b.len()).sum();
-        let staged = Staged::new(&self.core, total, self.local_mr)?;
+        let staged = self.core.stage(total, self.local_mr)?;
         let mut at = 0;
         for (_, b) in pieces {
             staged.write(at, b)?;
@@ -66,7 +67,7 @@ impl Endpoint {
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Ticket, FiError> {
         let total = runs.iter().map(|&(_, n)| n).sum();
-        let staged = Staged::new(&self.core, total, self.local_mr)?;
+        let staged = self.core.stage(total, self.local_mr)?;
         self.post_runs(runs, from, staged, true, keep_waiting)
     }
 

@@ -8,9 +8,8 @@
 //! for every operation, which held `rput` of 1 MiB over libfabric's shm provider to a third
 //! of a blocking put's bandwidth.
 
-use crate::core::Core;
 use crate::error::FiError;
-use crate::region::{Access, Mr};
+use crate::mr::{Local, Mr};
 use crate::sys;
 use onesided_shm::Mem;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,21 +39,20 @@ struct Parts {
 }
 
 impl Parts {
-    /// `len` bytes (at least one), registered when `register`: cache-line aligned from
+    /// `len` bytes (at least one), registered where `register` says: cache-line aligned from
     /// [`POOLED`] bytes up; below, as the heap aligns them (16 bytes, enough for every element
     /// type), where a stricter alignment takes glibc's `posix_memalign`, about 500
     /// instructions more per operation (callgrind, an 8-byte accumulate).
-    fn new(core: &Core, len: usize, register: bool) -> Result<Parts, FiError> {
+    fn new(len: usize, register: Option<Local<'_>>) -> Result<Parts, FiError> {
         let align = if len >= POOLED { 64 } else { 16 };
         let mem = Mem::alloc(len.max(1), align)
             .ok_or_else(|| FiError::new("staging buffer", -(libc::ENOMEM as i64)))?;
         let mr = match register {
             // SAFETY: the memory is owned by `mem`, which is kept with the registration (in
-            // `Parts` or a `Staged`) as long as it; the core's domain is open while the core is.
-            true => Some(Arc::new(unsafe {
-                Mr::register(core, mem.addr(), mem.len(), Access::Local)?
-            })),
-            false => None,
+            // `Parts` or a `Staged`) as long as it; the domain is open while the endpoint that
+            // registers is, and its pool frees what it keeps when the endpoint closes.
+            Some(local) => Some(Arc::new(unsafe { local.register(mem.addr(), mem.len())? })),
+            None => None,
         };
         Ok(Parts { mr, mem })
     }
@@ -131,12 +129,17 @@ impl Pool {
 }
 
 impl Staged {
-    /// At least `len` bytes (at least one), registered when `register` and aligned as
-    /// [`Parts::new`] says: from `core`'s pool from [`POOLED`] bytes up, rounded up to a power
-    /// of two.
-    pub(crate) fn new(core: &Core, len: usize, register: bool) -> Result<Staged, FiError> {
+    /// At least `len` bytes (at least one), registered where `register` says (an endpoint
+    /// registers them where the provider demands registered local buffers) and aligned as
+    /// [`Parts::new`] says: from `pool` (the endpoint's) from [`POOLED`] bytes up, rounded up
+    /// to a power of two.
+    pub(crate) fn new(
+        pool: &Arc<Pool>,
+        len: usize,
+        register: Option<Local<'_>>,
+    ) -> Result<Staged, FiError> {
         if len < POOLED {
-            let Parts { mr, mem } = Parts::new(core, len, register)?;
+            let Parts { mr, mem } = Parts::new(len, register)?;
             return Ok(Staged {
                 mem,
                 mr,
@@ -144,15 +147,15 @@ impl Staged {
             });
         }
         let class = len.next_power_of_two();
-        let parts = match core.pool.take(class) {
+        let parts = match pool.take(class) {
             Some(p) => p,
-            None => Parts::new(core, class, register)?,
+            None => Parts::new(class, register)?,
         };
         Ok(Staged {
             mem: parts.mem.clone(),
             mr: parts.mr.clone(),
             _lease: Some(Arc::new(Lease {
-                pool: core.pool.clone(),
+                pool: pool.clone(),
                 parts: Mutex::new(Some(parts)),
             })),
         })

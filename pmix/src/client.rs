@@ -34,7 +34,7 @@ impl Client {
     /// connect to and this fails with `PMIX_ERR_UNREACH`; it does not become a singleton.
     pub fn init() -> Result<Client, PmixError> {
         let mut me = sys::pmix_proc_t::default();
-        crate::event::lifecycle(|| {
+        crate::lifecycle::lifecycle(|| {
             // SAFETY: `me` is a valid out-parameter; no info array is passed.
             check("PMIx_Init", unsafe {
                 sys::PMIx_Init(&raw mut me, ptr::null_mut(), 0)
@@ -224,7 +224,7 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        crate::event::lifecycle(|| {
+        crate::lifecycle::lifecycle(|| {
             // SAFETY: this client's PMIx_Init succeeded and is finalized once, here; no info
             // array is passed.
             unsafe { sys::PMIx_Finalize(ptr::null(), 0) };

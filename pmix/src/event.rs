@@ -32,10 +32,6 @@ struct Hook {
 /// to clone the `Arc`, so a callback may itself call `on_failure`.
 static HOOK: Mutex<Option<Arc<Hook>>> = Mutex::new(None);
 
-/// Whether the handler is registered with PMIx. Its lock also serializes `PMIx_Init` and
-/// `PMIx_Finalize` with registration (see [`lifecycle`]), never the handler itself.
-static REGISTERED: Mutex<bool> = Mutex::new(false);
-
 /// The event codes that mean a process of the job is gone: those of `PMIX_ERR_PROC_ABORTED`,
 /// `PMIX_ERR_PROC_ABORTED_BY_SIG`, `PMIX_EVENT_PROC_TERMINATED`, `PMIX_ERR_LOST_CONNECTION`,
 /// `PMIX_EVENT_JOB_END`, `PMIX_ERR_UNREACH` and `PMIX_ERR_PROC_ABORTING` that the installed
@@ -48,19 +44,6 @@ const JOB_TERM_STATUS: &CStr = header_key(sys::PMIX_JOB_TERM_STATUS);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Runs `f` (PMIx_Init or PMIx_Finalize) in step with registration; afterwards, if PMIx is no
-/// longer initialized (the last client finalized), its handlers are gone and the next
-/// `on_failure` registers again.
-pub(crate) fn lifecycle<T>(f: impl FnOnce() -> T) -> T {
-    let mut registered = lock(&REGISTERED);
-    let out = f();
-    // SAFETY: PMIx_Initialized takes no arguments and may be called at any time.
-    if unsafe { sys::PMIx_Initialized() } == 0 {
-        *registered = false;
-    }
-    out
 }
 
 impl Client {
@@ -82,7 +65,7 @@ impl Client {
             callback: Box::new(f),
         };
         *lock(&HOOK) = Some(Arc::new(hook));
-        let mut registered = lock(&REGISTERED);
+        let mut registered = crate::lifecycle::registered();
         if *registered {
             return Ok(());
         }

@@ -26,6 +26,8 @@ mod error;
 #[cfg(have_pmix)]
 mod event;
 #[cfg(have_pmix)]
+mod lifecycle;
+#[cfg(have_pmix)]
 mod sys;
 #[cfg(have_pmix)]
 mod value;

@@ -36,20 +36,45 @@ mod tests {
         ignore = "Miri rejects the types rustix passes to syscall(SYS_futex) (rust-lang/rust#161734)"
     )]
     fn a_wake_ends_the_wait() {
+        // The waiter sleeps once, for up to a minute; the word changes and the wake is sent
+        // only once the kernel shows the waiter asleep. A lost wake leaves it asleep until the
+        // timeout, which fails the bound below.
         let m = Mem::alloc(4, 4).unwrap();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
         let waiter = {
             let m = m.clone();
             std::thread::spawn(move || {
                 let word = m.atomic_u32(0).unwrap();
-                while word.load(Ordering::Acquire) == 0 {
-                    wait(word, 0, Duration::from_secs(60));
-                }
+                tid_tx
+                    .send(rustix::thread::gettid().as_raw_nonzero())
+                    .unwrap();
+                let start = Instant::now();
+                wait(word, 0, Duration::from_secs(60));
+                (start.elapsed(), word.load(Ordering::Acquire))
             })
         };
+        let tid = tid_rx.recv().unwrap();
+        let stat = format!("/proc/self/task/{tid}/stat");
+        let asleep = || {
+            std::fs::read_to_string(&stat).is_ok_and(|s| {
+                let state = s.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+                state.is_some_and(|rest| rest.starts_with('S'))
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !asleep() {
+            assert!(Instant::now() < deadline, "the waiter never went to sleep");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let word = m.atomic_u32(0).unwrap();
         word.store(1, Ordering::Release);
         wake_all(word);
-        waiter.join().unwrap();
+        let (waited, seen) = waiter.join().unwrap();
+        assert_eq!(seen, 1);
+        assert!(
+            waited < Duration::from_secs(10),
+            "woken after {waited:?}: the wake was lost"
+        );
     }
 
     #[test]

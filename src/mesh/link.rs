@@ -6,18 +6,15 @@
 //! meant to, so a stale or mistaken address can never pass for a peer. A connection carries
 //! frames both ways; each has a reader thread for its whole life.
 
-use super::Net;
+use super::net::{Net, Writer};
 use crate::boot::wire::{self, MAX_FRAME, Msg};
 use crate::error::{Error, ErrorClass, Result};
 use nix::sys::socket::{setsockopt, sockopt};
 use std::io::BufReader;
 use std::net::{SocketAddr, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
-
-/// The sending half of a connection.
-pub(super) type Writer = Arc<Mutex<TcpStream>>;
 
 /// How long a connection attempt to one address may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);

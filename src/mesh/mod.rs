@@ -17,6 +17,7 @@
 pub(crate) mod bruck;
 mod card;
 mod link;
+mod net;
 
 pub(crate) use card::Card;
 
@@ -24,122 +25,19 @@ use crate::boot::Secret;
 use crate::boot::wire::{self, Msg};
 use crate::error::{Error, ErrorClass, Result};
 use crate::liveness::Liveness;
-use link::Writer;
-use std::collections::{HashMap, HashSet};
+pub(crate) use net::Directory;
+use net::{Inbox, Net, PartKey, Writer, lock};
+use std::collections::HashMap;
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
-
-/// Where the cards of the other ranks come from (the process manager's key-value store).
-pub(crate) trait Directory: Send + Sync {
-    /// The card `rank` published.
-    fn card(&self, rank: usize) -> Result<Card>;
-}
-
-/// A part of a collective: communicator, call, round, sending world rank.
-type PartKey = (u64, u64, u32, usize);
 
 /// How long a waiter waits for a part before it connects to the sender to watch it.
 const WATCH_AFTER: Duration = Duration::from_millis(100);
 /// How often a waiter looks at the job's failures while it waits.
 const RECHECK: Duration = Duration::from_millis(100);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-#[derive(Default)]
-struct Inbox {
-    parts: HashMap<PartKey, Vec<u8>>,
-    /// Ranks that said goodbye.
-    departed: HashSet<usize>,
-    /// Connections still being read, per peer: a peer is gone for good once it said goodbye
-    /// and every connection from it has been read to its end (parts and the goodbye may travel
-    /// on different connections).
-    reading: HashMap<usize, usize>,
-}
-
-impl Inbox {
-    fn gone(&self, rank: usize) -> bool {
-        self.departed.contains(&rank) && self.reading.get(&rank).is_none_or(|&n| n == 0)
-    }
-}
-
-/// What the threads of the network share.
-pub(crate) struct Net {
-    me: usize,
-    size: usize,
-    node: String,
-    secret: Secret,
-    silence: Duration,
-    liveness: Arc<Liveness>,
-    directory: Arc<dyn Directory>,
-    /// The connection that carries what is sent to each peer.
-    links: Mutex<HashMap<usize, Writer>>,
-    /// Every connection (both sides may have connected at once), each to get the goodbye.
-    conns: Mutex<Vec<Writer>>,
-    inbox: Mutex<Inbox>,
-    arrived: Condvar,
-    stopping: AtomicBool,
-}
-
-impl Net {
-    fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Acquire)
-    }
-
-    /// Adds a connection to `rank`; the first one registered for a rank carries what is sent to
-    /// it. Returns that one.
-    fn register(&self, rank: usize, s: TcpStream) -> Writer {
-        let w = Arc::new(Mutex::new(s));
-        lock(&self.conns).push(Arc::clone(&w));
-        lock(&self.links).entry(rank).or_insert(w).clone()
-    }
-
-    fn file(&self, key: PartKey, data: Vec<u8>) {
-        lock(&self.inbox).parts.insert(key, data);
-        self.arrived.notify_all();
-    }
-
-    fn departed(&self, rank: usize) {
-        lock(&self.inbox).departed.insert(rank);
-        self.arrived.notify_all();
-    }
-
-    /// A connection from `rank` is about to be read.
-    fn reading(&self, rank: usize) {
-        *lock(&self.inbox).reading.entry(rank).or_default() += 1;
-    }
-
-    /// A connection from `rank` has been read to its end.
-    fn read_out(&self, rank: usize) {
-        if let Some(n) = lock(&self.inbox).reading.get_mut(&rank) {
-            *n = n.saturating_sub(1);
-        }
-        self.arrived.notify_all();
-    }
-
-    /// Records a failure; the first one this rank hears of goes on to every peer it is
-    /// connected to.
-    fn heard(&self, rank: Option<usize>, reason: &str) {
-        if self.liveness.fail(rank, reason) {
-            let msg = Msg::Failed {
-                rank: rank.and_then(|r| u32::try_from(r).ok()),
-                reason: reason.to_owned(),
-            };
-            if let Ok(frame) = msg.encode() {
-                let links: Vec<Writer> = lock(&self.links).values().cloned().collect();
-                for w in links {
-                    let _ = wire::write_frame(&mut *lock(&w), &frame);
-                }
-            }
-        }
-        let _held = lock(&self.inbox);
-        self.arrived.notify_all();
-    }
-}
 
 /// A rank's place in the collective network.
 pub(crate) struct Mesh {

@@ -1,7 +1,7 @@
 //! Wire-up through onesided's own launcher: the `ONESIDED_*` variables and one allgather of the
 //! cards through the launcher's hub, which also reports the ranks it sees die.
 
-use super::WireUp;
+use super::wireup::WireUp;
 use crate::boot::{BootClient, JobEnv, Secret};
 use crate::config::ProcessManager;
 use crate::error::{Error, ErrorClass, Result};

@@ -6,7 +6,7 @@
 //! Values travel hex-encoded (PMI values may not hold spaces or `=`), under keys
 //! `onesided-card-<rank>` and, from rank 0, `onesided-secret`.
 
-use super::{WireUp, file_safe};
+use super::wireup::{WireUp, file_safe};
 use crate::boot::{self, SECRET_LEN, Secret};
 use crate::config::ProcessManager;
 use crate::error::{Error, ErrorClass, Result};
@@ -253,7 +253,7 @@ impl WireUp for Pmi {
 
     fn exchange(&self, card: &[u8]) -> Result<Secret> {
         if self.rank == 0 {
-            self.put(SECRET_KEY, &super::fresh_secret()?)?;
+            self.put(SECRET_KEY, &super::wireup::fresh_secret()?)?;
         }
         self.put(&format!("onesided-card-{}", self.rank), card)?;
         self.conn().call("barrier_in", &[], "barrier_out")?;

@@ -3,7 +3,7 @@
 //! cards are on every node when peers look them up. Failures PMIx reports go to the job's
 //! liveness.
 
-use super::{WireUp, file_safe};
+use super::wireup::{WireUp, file_safe};
 use crate::boot::{SECRET_LEN, Secret};
 use crate::config::ProcessManager;
 use crate::error::{Error, ErrorClass, Result};
@@ -80,7 +80,7 @@ impl WireUp for Pmix {
 
     fn exchange(&self, card: &[u8]) -> Result<Secret> {
         let fresh = match self.rank {
-            0 => Some(super::fresh_secret()?),
+            0 => Some(super::wireup::fresh_secret()?),
             _ => None,
         };
         let secret = self.with(|c| {

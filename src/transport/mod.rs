@@ -27,6 +27,11 @@
 //! control block, the keys are exchanged through the world, and each rank connects the keys of
 //! the targets it reaches.
 
+#[cfg(have_nic)]
+mod checks;
+#[cfg(test)]
+pub(crate) mod deferred;
+mod emulated;
 #[cfg(have_libfabric)]
 pub mod fabric;
 pub(crate) mod net;
@@ -41,12 +46,16 @@ pub mod verbs;
 
 use crate::error::{Error, ErrorClass, Result};
 pub use crate::protocol::attach::Entry;
-use crate::protocol::layout;
 pub use crate::protocol::lockword::Amo;
 pub use crate::protocol::native::{AccOp, NativeOps};
 #[cfg(have_nic)]
 pub use crate::protocol::native::{Kind, Path};
 use crate::protocol::reduce::{Elem, Op, combine};
+#[cfg(have_nic)]
+pub(crate) use checks::{foreign, outside, path_at, unserved};
+#[cfg(have_nic)]
+pub(crate) use emulated::under_acc_lock;
+pub(crate) use emulated::{locked_accumulate, locked_accumulate_many};
 use onesided_shm::Mem;
 pub(crate) use select::{Selection, select};
 
@@ -224,12 +233,10 @@ pub struct Caps {
 pub enum Pending {
     /// Complete already (the transport completed it when it started).
     Done,
-    /// In flight on the fabric, to the target named.
-    #[cfg(have_libfabric)]
-    Fabric(usize, onesided_fabric::Ticket),
-    /// In flight on a verbs queue pair, to the target named.
-    #[cfg(have_ibverbs)]
-    Verbs(usize, onesided_verbs::Ticket),
+    /// In flight to the target named: what the transport that started it needs to complete it
+    /// (its own type; another transport refuses it).
+    #[cfg(have_nic)]
+    Started(usize, Box<dyn std::any::Any>),
 }
 
 /// A serialized description of one rank's exposed memory, meaningful to one transport.
@@ -380,6 +387,48 @@ pub trait Attach<'a>: Transport {
     fn attach(&self, mem: Mem<'a>) -> Result<(u64, u64)>;
     /// Make the memory attached at `addr` unreachable again (it stays borrowed).
     fn detach(&self, addr: u64);
+    /// Connect the pairs this window is the first to use, while every rank is inside window
+    /// creation (a connected provider connects a pair at its first operation, which the peer's
+    /// progress must answer). Called on every rank when any rank's [`Opened::fresh`] said so;
+    /// nothing to do by default.
+    fn warm_up(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A network transport opened on this rank, its memory registered, before the ranks' keys are
+/// exchanged: the first half of a window's wire-up (`window/setup.rs`). The window gathers every
+/// rank's [`Opened::key`] in one exchange, with the keys of its other transports, calls
+/// [`Opened::connect`] with them on every rank, agrees on the outcome, then takes the transport.
+/// Dropped before [`Opened::into_transport`], it undoes what it prepared.
+pub(crate) trait Opened<'a> {
+    /// This rank's key: what every rank needs to reach it.
+    fn key(&self) -> Vec<u8>;
+    /// Whether this rank meets a rank of the window for the first time, so that pairs want
+    /// connecting before the window is used ([`Attach::warm_up`]).
+    fn fresh(&self) -> bool;
+    /// Connect to every rank by its key (`keys` in rank order): local work, no collective.
+    fn connect(&mut self, keys: &[Vec<u8>]) -> Result<()>;
+    /// The transport, connected.
+    fn into_transport(self: Box<Self>) -> Box<dyn Attach<'a> + 'a>;
+}
+
+/// A wait on a transport drives its progress and paces itself by its caps.
+impl crate::wait::Progress for dyn Transport + '_ {
+    #[inline]
+    fn poll(&self) -> Result<()> {
+        self.progress()
+    }
+
+    #[inline]
+    fn pace(&self) -> crate::wait::Pace {
+        let caps = self.caps();
+        match (caps.needs_target_progress, caps.wakes_sleepers) {
+            (true, _) => crate::wait::Pace::Serve,
+            (false, true) => crate::wait::Pace::Doorbell,
+            (false, false) => crate::wait::Pace::Nap,
+        }
+    }
 }
 
 /// Each `(target, space, offset, dst)` of `gets` started as a request-form get, all in flight
@@ -407,49 +456,6 @@ pub(crate) fn gets_in_flight<'b, T: Transport + ?Sized>(
     first
 }
 
-/// How accumulates of `kind` on elements of `elem` go where the first of them lies at address
-/// `addr` of the target's memory: as `native` says where that element is aligned (it decides
-/// for its neighbours), else under the target's accumulate lock. Every origin decides the same
-/// way for an element, so accumulates that may meet on it never mix the NIC and the lock.
-#[cfg(have_nic)]
-pub(crate) fn path_at(native: NativeOps, addr: u64, elem: Elem, kind: Kind, same_op: bool) -> Path {
-    match addr.is_multiple_of(elem.size() as u64) {
-        true => native.path(elem, kind, same_op),
-        false => Path::Locked,
-    }
-}
-
-/// MPI_ERR_RANK for a rank `transport` does not serve (out of line: the calls that check
-/// inline).
-#[cfg(have_nic)]
-#[cold]
-pub(crate) fn unserved(transport: &str, target: usize) -> Error {
-    Error::new(
-        ErrorClass::Rank,
-        format!("rank {target} not served by {transport}"),
-    )
-}
-
-/// MPI_ERR_RMA_RANGE for `len` bytes at `offset` of a space of `size` bytes of `target`.
-#[cfg(have_nic)]
-#[cold]
-pub(crate) fn outside(target: usize, offset: usize, len: usize, size: usize) -> Error {
-    Error::new(
-        ErrorClass::RmaRange,
-        format!("{len} bytes at offset {offset} outside rank {target}'s {size} bytes"),
-    )
-}
-
-/// A request that another transport started, handed to `transport`.
-#[cfg(all(have_libfabric, have_ibverbs))]
-#[cold]
-pub(crate) fn foreign(transport: &str) -> Error {
-    Error::new(
-        ErrorClass::Intern,
-        format!("a request of another transport handed to {transport}"),
-    )
-}
-
 /// [`Transport::signal`] completed before it returns: a fetch-add whose old value is dropped.
 pub(crate) fn signal_and_wait<T: Transport + ?Sized>(
     t: &T,
@@ -459,113 +465,6 @@ pub(crate) fn signal_and_wait<T: Transport + ?Sized>(
 ) -> Result<()> {
     t.amo(target, Space::Control, offset, Amo::FetchAdd(add))
         .map(drop)
-}
-
-/// Read-modify-write `len` bytes at `offset` of `target`'s `space` under its accumulate
-/// lock word ([`layout::ACC_LOCK`]): take it (compare-and-swap 0 to 1), read the bytes, let
-/// `update` change a copy, write it back if it differs and complete it at the target, release;
-/// returns the old bytes. Works at any offset and on memory that `t` reaches only by copies,
-/// and is atomic with respect to every other accumulate on the bytes as long as every origin
-/// takes this path for them (each transport decides by the element's address and the window,
-/// the same way on every rank). `watch` fails once a rank the wait for the lock depends on is
-/// gone.
-///
-/// # MPI-4.1: 12.7.1 (atomicity of accumulates to the same location and datatype)
-fn locked(
-    t: &dyn Transport,
-    watch: &dyn Fn() -> Result<()>,
-    target: usize,
-    space: Space,
-    offset: usize,
-    len: usize,
-    update: impl FnOnce(&mut [u8]),
-) -> Result<Vec<u8>> {
-    under_acc_lock(t, watch, target, || {
-        let mut old = vec![0u8; len];
-        t.get(target, space, offset, &mut old)?;
-        let mut new = old.clone();
-        update(&mut new);
-        if new != old {
-            t.put(target, space, offset, &new)?;
-            t.flush(target)?;
-        }
-        Ok(old)
-    })
-}
-
-/// Run `body` holding `target`'s accumulate lock word ([`layout::ACC_LOCK`]): take it
-/// (compare-and-swap 0 to 1, retried until it is free), run, release; the lock is released
-/// also when `body` fails. `watch` as in [`locked`].
-pub(crate) fn under_acc_lock<R>(
-    t: &dyn Transport,
-    watch: &dyn Fn() -> Result<()>,
-    target: usize,
-    body: impl FnOnce() -> Result<R>,
-) -> Result<R> {
-    let lock = |op| t.amo(target, Space::Control, layout::ACC_LOCK, op);
-    crate::wait::retry(t, watch, || {
-        Ok((lock(Amo::CompareSwap {
-            compare: 0,
-            swap: 1,
-        })? == 0)
-            .then_some(()))
-    })?;
-    let done = body();
-    let released = lock(Amo::CompareSwap {
-        compare: 1,
-        swap: 0,
-    });
-    let done = done?;
-    released?;
-    Ok(done)
-}
-
-/// One element's accumulate emulated under `target`'s accumulate lock word (see [`locked`]).
-pub(crate) fn locked_accumulate(
-    t: &dyn Transport,
-    watch: &dyn Fn() -> Result<()>,
-    target: usize,
-    space: Space,
-    offset: usize,
-    acc: Accumulate,
-) -> Result<u64> {
-    let size = acc.elem.size();
-    let old = locked(t, watch, target, space, offset, size, |b| {
-        b.copy_from_slice(&acc.next(bits(b)).to_le_bytes()[..size]);
-    })?;
-    Ok(bits(&old))
-}
-
-/// Many elements' accumulates emulated under `target`'s accumulate lock word, taken once per
-/// `acc.granularity` bytes (once for the call where that is 0; see [`locked`]); the old bytes
-/// land in `fetched` when given.
-pub(crate) fn locked_accumulate_many(
-    t: &dyn Transport,
-    watch: &dyn Fn() -> Result<()>,
-    target: usize,
-    space: Space,
-    offset: usize,
-    acc: AccumulateMany<'_>,
-    mut fetched: Option<&mut [u8]>,
-) -> Result<()> {
-    let (size, len) = (acc.elem.size(), acc.operands.len());
-    let chunk = acc.piece(len);
-    for start in (0..len).step_by(chunk) {
-        let end = (start + chunk).min(len);
-        let part = AccumulateMany {
-            operands: &acc.operands[start..end],
-            ..acc
-        };
-        let old = locked(t, watch, target, space, offset + start, end - start, |b| {
-            for (i, e) in b.chunks_exact_mut(size).enumerate() {
-                e.copy_from_slice(&part.element(i).next(bits(e)).to_le_bytes()[..size]);
-            }
-        })?;
-        if let Some(f) = fetched.as_deref_mut() {
-            f[start..end].copy_from_slice(&old);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

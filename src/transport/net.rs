@@ -6,113 +6,114 @@
 //! it reaches the NIC with fewer instructions per operation than libfabric's verbs;ofi_rxm and
 //! needs no progress thread (`docs/transports.md`); elsewhere the fabric does.
 
-use super::Attach;
+use super::Opened;
 use crate::config::TransportChoice;
 use crate::error::Result;
-use crate::wait::Peers;
+#[cfg(any(not(have_ibverbs), not(have_libfabric)))]
+use crate::error::{Error, ErrorClass};
+use crate::peers::Peers;
 use crate::world::Comm;
 use onesided_shm::Mem;
 
-/// Collective: connect every rank of `comm` through the network transport the configuration
-/// asks for, with this rank's control block `ctrl` and window memory `data` registered. `peers`
-/// watches the ranks.
-pub(crate) fn connect<'a>(
+/// A network transport opened for a window, waiting for the ranks' keys.
+pub(crate) type OpenedNet<'a> = Box<dyn Opened<'a> + 'a>;
+
+/// Whether windows of `comm` that need the network must learn from every rank whether it can
+/// open a verbs device (`ONESIDED_TRANSPORT=auto`); then each rank's [`verbs_usable`] goes with
+/// its first contribution to window creation, and [`open`] takes verbs where all are true.
+pub(crate) fn asks_for_verbs(comm: &Comm) -> bool {
+    comm.job().config.transport_choice() == TransportChoice::Auto
+}
+
+/// Open the network transport for a window of `comm`, with this rank's control block `ctrl`
+/// and window memory `data` registered: direct verbs where the configuration names it, or
+/// under `auto` where `verbs_everywhere` (every rank can open a device), else the fabric.
+/// `peers` watches the ranks. Local: the window exchanges the keys.
+pub(crate) fn open<'a>(
     comm: &Comm,
+    verbs_everywhere: bool,
     ctrl: Mem<'static>,
     data: Mem<'a>,
     peers: Peers,
-) -> Result<Box<dyn Attach<'a> + 'a>> {
+) -> Result<OpenedNet<'a>> {
     let verbs = match comm.job().config.transport_choice() {
         TransportChoice::Verbs => true,
         TransportChoice::Fabric => false,
-        TransportChoice::Auto => verbs_everywhere(comm)?,
+        TransportChoice::Auto => verbs_everywhere,
     };
     match verbs {
-        true => connect_verbs(comm, ctrl, data, peers),
-        false => connect_fabric(comm, ctrl, data, peers),
+        true => open_verbs(comm, ctrl, data, peers),
+        false => open_fabric(comm, ctrl, data, peers),
     }
 }
 
-/// Collective: whether every rank of `comm` can open a verbs device.
-fn verbs_everywhere(comm: &Comm) -> Result<bool> {
-    let mine = verbs_usable(comm);
-    let all = comm.allgather(&[mine as u8])?;
-    Ok(all.iter().all(|v| v.first() == Some(&1)))
-}
-
+/// Whether this rank can open a verbs device.
 #[cfg(have_ibverbs)]
-fn verbs_usable(comm: &Comm) -> bool {
+pub(crate) fn verbs_usable(comm: &Comm) -> bool {
     super::verbs::usable(comm.job().config.verbs())
 }
 
+/// Whether this rank can open a verbs device: never, in a build without verbs.
 #[cfg(not(have_ibverbs))]
-fn verbs_usable(_comm: &Comm) -> bool {
+pub(crate) fn verbs_usable(_comm: &Comm) -> bool {
     false
 }
 
 #[cfg(have_ibverbs)]
-fn connect_verbs<'a>(
+fn open_verbs<'a>(
     comm: &Comm,
     ctrl: Mem<'static>,
     data: Mem<'a>,
     peers: Peers,
-) -> Result<Box<dyn Attach<'a> + 'a>> {
+) -> Result<OpenedNet<'a>> {
     let config = comm.job().config.verbs();
-    let t = super::verbs::VerbsTransport::connect(comm, config, ctrl, data, peers)?;
-    Ok(Box::new(t))
+    Ok(Box::new(super::verbs::open(
+        comm, config, ctrl, data, peers,
+    )?))
 }
 
-/// Collective: fails on every rank, since this build has no verbs transport.
+/// Fails, since this build has no verbs transport.
 #[cfg(not(have_ibverbs))]
-fn connect_verbs<'a>(
-    comm: &Comm,
+fn open_verbs<'a>(
+    _comm: &Comm,
     _ctrl: Mem<'static>,
     _data: Mem<'a>,
     _peers: Peers,
-) -> Result<Box<dyn Attach<'a> + 'a>> {
-    missing(
-        comm,
+) -> Result<OpenedNet<'a>> {
+    Err(Error::new(
+        ErrorClass::Other,
         "this window needs the verbs transport (ONESIDED_TRANSPORT=verbs), but onesided was \
          built without the libibverbs headers: install libibverbs-dev and libclang, then rebuild",
-    )
+    ))
 }
 
 #[cfg(have_libfabric)]
-fn connect_fabric<'a>(
+fn open_fabric<'a>(
     comm: &Comm,
     ctrl: Mem<'static>,
     data: Mem<'a>,
     peers: Peers,
-) -> Result<Box<dyn Attach<'a> + 'a>> {
+) -> Result<OpenedNet<'a>> {
     let config = comm.job().config.fabric();
-    let t = super::fabric::FabricTransport::connect(comm, config, ctrl, data, peers)?;
-    Ok(Box::new(t))
+    Ok(Box::new(super::fabric::open(
+        comm, config, ctrl, data, peers,
+    )?))
 }
 
-/// Collective: fails on every rank, since this build has no fabric transport.
+/// Fails, since this build has no fabric transport.
 #[cfg(not(have_libfabric))]
-fn connect_fabric<'a>(
-    comm: &Comm,
+fn open_fabric<'a>(
+    _comm: &Comm,
     _ctrl: Mem<'static>,
     _data: Mem<'a>,
     _peers: Peers,
-) -> Result<Box<dyn Attach<'a> + 'a>> {
-    missing(
-        comm,
+) -> Result<OpenedNet<'a>> {
+    Err(Error::new(
+        ErrorClass::Other,
         "this window needs the fabric transport (ranks on several nodes, or \
          ONESIDED_TRANSPORT=fabric), but onesided was built without libfabric: install \
          libfabric-dev, pkg-config and libclang, then rebuild",
-    )
-}
-
-/// Collective: the same error on every rank.
-#[cfg(any(not(have_ibverbs), not(have_libfabric)))]
-fn missing<'a>(comm: &Comm, why: &str) -> Result<Box<dyn Attach<'a> + 'a>> {
-    use crate::error::{Error, ErrorClass};
-    comm.agree(
-        "opening the network",
-        Err(Error::new(ErrorClass::Other, why)),
-    )
+    ))
 }
 
 /// Memory registered with the NIC ahead of the windows that will use it (alloc_mem memory).

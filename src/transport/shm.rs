@@ -24,9 +24,9 @@ use super::{
 };
 use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
+use crate::peers::Peers;
 use crate::protocol::layout;
 use crate::protocol::reduce::Op;
-use crate::wait::Peers;
 use onesided_shm::cma::{CmaError, RemoteMem};
 use onesided_shm::{FileId, Mem, OutOfRange, Segment, futex};
 use std::cell::RefCell;
@@ -229,7 +229,8 @@ pub struct ShmTransport<'a> {
     attached: RefCell<Vec<Mem<'a>>>,
 }
 
-const CAPS: Caps = Caps {
+/// What shared memory can do: reach the ranks of this node by loads, stores and CPU atomics.
+pub(crate) const CAPS: Caps = Caps {
     name: "shm",
     reach: Reach::Node,
     load_store: true,

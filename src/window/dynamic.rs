@@ -21,9 +21,9 @@
 use super::{Flavor, Window};
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
-use crate::protocol::attach::{self, Entry, Read, Since, Slots, View};
+use crate::protocol::attach::{self, Entry, Read, Since, View};
 use crate::protocol::layout;
-use crate::transport::{Attach, Space, Transport};
+use crate::transport::{Space, Transport};
 use crate::wait;
 use bytemuck::Pod;
 use onesided_shm::Mem;
@@ -54,25 +54,6 @@ impl Address {
     /// Whether this is [`Address::NULL`].
     pub fn is_null(self) -> bool {
         self.0 == 0
-    }
-}
-
-/// What a rank knows of the attached memory of a dynamic window.
-#[derive(Debug, Default)]
-pub(super) struct Attached {
-    /// This rank's attach table, as it manages it.
-    slots: Slots,
-    /// Per target: its table as last read.
-    views: Vec<Option<View>>,
-}
-
-impl Attached {
-    /// Nothing attached yet, in a window of `n` ranks.
-    pub(super) fn new(n: usize) -> Attached {
-        Attached {
-            slots: Slots::default(),
-            views: vec![None; n],
-        }
     }
 }
 
@@ -113,11 +94,13 @@ impl<'a> Window<'a> {
                 base: 0,
                 key: 0,
             };
-            let registered = self.shm.attach(mem.clone()).and_then(|_| {
-                self.others.iter().try_for_each(|t| {
-                    (entry.base, entry.key) = t.attach(mem.clone())?;
-                    Ok(())
-                })
+            // The network's base and key address it (shared memory needs none).
+            let registered = self.transports.iter().try_for_each(|t| {
+                let (base, key) = t.attach(mem.clone())?;
+                if (base, key) != (0, 0) {
+                    (entry.base, entry.key) = (base, key);
+                }
+                Ok(())
             });
             let slot = registered.and_then(|()| self.attached.borrow_mut().slots.attach(entry));
             match slot {
@@ -154,8 +137,8 @@ impl<'a> Window<'a> {
     fn announce_detach(&self, generation: u64) -> Result<()> {
         let me = self.rank();
         let notice = layout::notice_slot(self.comm.size(), me);
-        let ctrl = self.shm.control(me)?;
-        ctrl.atomic_u64(notice)?
+        self.ctrl
+            .atomic_u64(notice)?
             .store(generation, Ordering::Release);
         let word = generation.to_le_bytes();
         let told: Vec<usize> = (0..self.comm.size())
@@ -181,8 +164,7 @@ impl<'a> Window<'a> {
 
     /// Make the memory attached at `addr` unreachable by every transport.
     fn unregister(&self, addr: u64) {
-        self.shm.detach(addr);
-        self.others.iter().for_each(|t| t.detach(addr));
+        self.transports.iter().for_each(|t| t.detach(addr));
     }
 
     /// Where the attach table is in every control block of this window.
@@ -193,7 +175,7 @@ impl<'a> Window<'a> {
     /// Write slot `slot` of this rank's attach table (`None`: clear it), check word last when
     /// writing and first when clearing, then bump the table's generation; the new generation.
     fn publish(&self, slot: usize, entry: Option<&Entry>) -> Result<u64> {
-        let ctrl = self.shm.control(self.rank())?;
+        let ctrl = &self.ctrl;
         let table = self.attach_table();
         let (at, check_at) = attach::slot_offset(slot);
         let check = ctrl.atomic_u64(table + check_at)?;
@@ -245,7 +227,7 @@ impl<'a> Window<'a> {
             return Ok(Since::Generation(u64::from_le_bytes(word)));
         }
         let notice = layout::notice_slot(self.comm.size(), target);
-        let word = self.shm.control(self.rank())?.atomic_u64(notice)?;
+        let word = self.ctrl.atomic_u64(notice)?;
         Ok(Since::Detached(word.load(Ordering::Acquire)))
     }
 
@@ -272,12 +254,12 @@ impl<'a> Window<'a> {
     /// Load bytes at address `addr` of this rank's attached memory.
     pub(super) fn read_attached(&self, addr: usize, out: &mut [u8]) -> Result<()> {
         let (space, off) = self.own_attached(addr, out.len())?;
-        self.shm.get(self.rank(), space, off, out)
+        self.node().get(self.rank(), space, off, out)
     }
 
     /// Store bytes at address `addr` of this rank's attached memory.
     pub(super) fn write_attached(&self, addr: usize, data: &[u8]) -> Result<()> {
         let (space, off) = self.own_attached(addr, data.len())?;
-        self.shm.put(self.rank(), space, off, data)
+        self.node().put(self.rank(), space, off, data)
     }
 }

@@ -13,6 +13,7 @@
 //! # MPI-4.1: 12.2 (initialization), 12.3 (communication calls), 12.5 (synchronization)
 
 mod atomic;
+mod attached;
 mod direct;
 mod dynamic;
 mod local;
@@ -35,10 +36,9 @@ use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::group::Group;
 use crate::info::{Info, WinHints};
+use crate::peers::Peers;
 use crate::protocol::epoch::Epochs;
-use crate::transport::shm::ShmTransport;
 use crate::transport::{Attach, Space, Transport};
-use crate::wait::Peers;
 use crate::world::Comm;
 use onesided_shm::Mem;
 use std::cell::{Cell, RefCell};
@@ -89,10 +89,12 @@ pub struct Window<'a> {
     /// node peers' memory mapped for `shared_query` (none in a dynamic window, whose peers'
     /// attached memory is reached by copies only). A lock_all takes their words at once.
     loaded: Vec<usize>,
-    /// Transport 0: the node's shared memory (also where this rank's control block lives).
-    shm: ShmTransport<'a>,
-    /// Transports 1 and on: the fabric, when some target is reached through it.
-    others: Vec<Box<dyn Attach<'a> + 'a>>,
+    /// The window's transports, in order of preference: the node's shared memory first (always
+    /// there), then the network where some target is reached through it.
+    transports: Vec<Box<dyn Attach<'a> + 'a>>,
+    /// This rank's control block (in the node segment): the words its waits watch and its
+    /// attach table.
+    ctrl: Mem<'static>,
     /// The transport of each target's window memory (put, get), chosen by
     /// `transport::select` from the transports' caps.
     routes: Vec<usize>,
@@ -106,21 +108,24 @@ pub struct Window<'a> {
     direct: direct::Direct<'a>,
     epochs: RefCell<Epochs>,
     /// Attached memory of a dynamic window: this rank's, and what it knows of the others'.
-    attached: RefCell<dynamic::Attached>,
+    attached: RefCell<attached::Attached>,
     barriers: Cell<u64>,
     name: RefCell<String>,
     freed: Cell<bool>,
 }
 
 impl<'a> Window<'a> {
-    /// Transport `index` of the window (0: shared memory; routes name only transports the
-    /// window has).
+    /// Transport `index` of the window: routes are indices `transport::select` chose among
+    /// the window's transports, so always one of them.
     #[inline]
     fn by(&self, index: usize) -> &dyn Transport {
-        match index.checked_sub(1).and_then(|i| self.others.get(i)) {
-            Some(t) => t.as_ref() as &dyn Transport,
-            None => &self.shm,
-        }
+        self.transports[index].as_ref()
+    }
+
+    /// Shared memory, the first transport: it reaches this rank's own memory by loads and
+    /// stores.
+    fn node(&self) -> &dyn Transport {
+        self.by(0)
     }
 
     /// The transport that moves data to and from `target` (which must be valid).
@@ -138,8 +143,7 @@ impl<'a> Window<'a> {
     /// Every transport the window uses, for calls that concern all targets (no allocation:
     /// fence and flush_all call it every time).
     fn transports(&self) -> impl Iterator<Item = &dyn Transport> {
-        let others = self.others.iter().map(|t| t.as_ref() as &dyn Transport);
-        std::iter::once(&self.shm as &dyn Transport).chain(others)
+        self.transports.iter().map(|t| t.as_ref() as &dyn Transport)
     }
 
     /// The name of the transport that moves data to `target` ("shm" or "fabric").

@@ -73,7 +73,7 @@ impl Window<'_> {
                 .epochs
                 .borrow_mut()
                 .start(&targets, assert.contains(Assert::NOCHECK))?;
-            let ctrl = self.shm.control(self.rank())?;
+            let ctrl = &self.ctrl;
             let watch = || self.watch_all();
             let posted = waits.iter().try_for_each(|w| {
                 let slot = layout::posted_slot(w.target);
@@ -109,7 +109,7 @@ impl Window<'_> {
     pub fn wait(&self) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Win_wait", || {
             let due = self.epochs.borrow().completions_due()?;
-            let ctrl = self.shm.control(self.rank())?;
+            let ctrl = &self.ctrl;
             let watch = || self.watch_all();
             let count = wait::until(
                 ctrl,
@@ -131,8 +131,7 @@ impl Window<'_> {
             self.epochs.borrow().completions_due()?;
             self.atomic_route().progress()?;
             let count = self
-                .shm
-                .control(self.rank())?
+                .ctrl
                 .atomic_u64(layout::COMPLETES)?
                 .load(Ordering::Acquire);
             self.epochs.borrow_mut().try_end_exposure(count)

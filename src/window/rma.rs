@@ -103,7 +103,7 @@ impl Window<'_> {
         &self,
         items: impl Iterator<Item = (B, usize, usize)>,
     ) -> Result<ByRoute<B>> {
-        let mut routes: ByRoute<B> = (0..=self.others.len()).map(|_| Vec::new()).collect();
+        let mut routes: ByRoute<B> = self.transports.iter().map(|_| Vec::new()).collect();
         for (bytes, target, disp) in items {
             let (space, offset) = self.place(target, disp, bytes.as_ref().len(), false)?;
             routes[self.routes[target]].push(Part {

@@ -1,18 +1,23 @@
-//! Collective window creation over the shared-memory transport.
+//! Collective window creation: every transport the window needs opens on each rank, the ranks
+//! exchange all their keys at once, then each transport connects (the phases are those of
+//! [`build`]).
 //!
-//! 1. Every rank checks its arguments; the ranks agree on the outcome (one bad argument fails
-//!    the call on every rank, none waits forever).
-//! 2. Sizes, displacement units and the memory alignments asked for are gathered.
-//! 3. The lowest rank of each node creates the node segment (control blocks, and the window
-//!    memory unless the user lent it); the others map it; then the name is unlinked at once, so
-//!    nothing is left in /dev/shm even if the job is killed later.
-//! 4. Every rank publishes its [`ShmKey`]; each rank connects the keys of its targets.
+//! 1. Every rank checks its arguments; one exchange tells every rank the outcome (one bad
+//!    argument fails the call on every rank, none waits forever), the sizes, displacement units
+//!    and alignments, and which network the window takes where it needs one.
+//! 2. The lowest rank of each node creates the node segment (control blocks, and the window
+//!    memory unless the user lent it); the others map it. Once the keys are exchanged its name
+//!    is unlinked, so nothing is left in /dev/shm even if the job is killed later.
+//! 3. Each rank opens its transports (its [`ShmKey`]; the network's endpoint and registrations
+//!    where the window spans nodes or the configuration names the network) and publishes all
+//!    their keys in one exchange.
+//! 4. Each rank connects its transports with the keys; the ranks agree on the outcome.
 //!
 //! # MPI-4.1: 12.2.1 (MPI_WIN_CREATE), 12.2.2 (MPI_WIN_ALLOCATE), 12.2.3 (MPI_WIN_ALLOCATE_SHARED),
 //! 12.2.4 (MPI_WIN_CREATE_DYNAMIC)
 
+use super::attached::Attached;
 use super::direct::Direct;
-use super::dynamic::Attached;
 use super::{Extent, Flavor, Window};
 use crate::alloc;
 use crate::codec::{Dec, Enc};
@@ -20,12 +25,12 @@ use crate::config::TransportChoice;
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::info::{Info, WinHints};
+use crate::peers::Peers;
 use crate::protocol::epoch::Epochs;
 use crate::protocol::layout::{self, NodeLayout, Region};
-use crate::transport::net;
-use crate::transport::shm::{BlockDesc, DataDesc, ShmKey, ShmTransport};
+use crate::transport::net::{self, OpenedNet};
+use crate::transport::shm::{self, BlockDesc, DataDesc, ShmKey, ShmTransport};
 use crate::transport::{Attach, Caps, RemoteKey, Selection, Transport, select};
-use crate::wait::Peers;
 use crate::world::Comm;
 use bytemuck::Pod;
 use onesided_shm::{Mem, Segment};
@@ -229,15 +234,17 @@ fn node_ranks(comm: &Comm, flavor: Flavor) -> Result<Vec<usize>> {
     Ok(local)
 }
 
-/// Create (lowest node rank) or map (the others) the node segment at an address that is a
-/// multiple of `align`, then unlink its name.
+/// The node segment, created by the node's lowest rank (collective: the ranks agree on whether
+/// that worked), then mapped by the others at an address that is a multiple of `align`. The
+/// mapping is not agreed on here: it travels with the keys, after which the leader unlinks the
+/// name ([`unlink_segment`]).
 fn node_segment(
     comm: &Comm,
     local: &[usize],
     name: &str,
     len: usize,
     align: usize,
-) -> Result<Arc<Segment>> {
+) -> Result<Result<Arc<Segment>>> {
     let leader = comm.rank() == local[0];
     let created = if leader {
         Segment::create(name, len, align)
@@ -246,18 +253,27 @@ fn node_segment(
     } else {
         Ok(None)
     };
-    let created = comm.agree("creating the window segment", created)?;
-    let mapped = match created {
-        Some(seg) => Ok(seg),
-        None => {
-            Segment::open(name, len, align).map_err(|e| Error::os("mapping the window segment", e))
-        }
-    };
-    let mapped = comm.agree("mapping the window segment", mapped);
-    if leader {
-        Segment::unlink(name).map_err(|e| Error::os("unlinking the window segment", e))?;
+    let made = matches!(created, Ok(Some(_)));
+    let created = comm.agree("creating the window segment", created);
+    if made && created.is_err() {
+        let _ = Segment::unlink(name);
     }
-    Ok(Arc::new(mapped?))
+    Ok(match created? {
+        Some(seg) => Ok(Arc::new(seg)),
+        None => Segment::open(name, len, align)
+            .map(Arc::new)
+            .map_err(|e| Error::os("mapping the window segment", e)),
+    })
+}
+
+/// Once every rank of the node has mapped the segment or failed to (the key exchange is
+/// over), its leader removes the name, so nothing is left in /dev/shm even if the job is killed
+/// later.
+fn unlink_segment(comm: &Comm, local: &[usize], name: &str) -> Result<()> {
+    match comm.rank() == local[0] {
+        true => Segment::unlink(name).map_err(|e| Error::os("unlinking the window segment", e)),
+        false => Ok(()),
+    }
 }
 
 /// How the node's ranks reach memory lent to `create`: mapped, where it lies in a block of
@@ -291,20 +307,36 @@ fn map_blocks(me: usize, keys: &[Option<ShmKey>]) -> Result<Vec<Option<Mem<'stat
     keys.iter().enumerate().map(map).collect()
 }
 
-fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
-    let checked = check(&req, info);
+/// What the ranks agreed on in the first exchange of window creation.
+struct Agreed {
+    hints: WinHints,
+    extents: Vec<Extent>,
+    /// The alignment each rank asked for its memory.
+    aligns: Vec<usize>,
+    /// Whether every rank can open a verbs device (asked only where the answer chooses the
+    /// network: [`net::asks_for_verbs`]).
+    verbs_everywhere: bool,
+}
+
+/// Collective: every rank checks its arguments alone, then one exchange tells every rank the
+/// outcome (one bad argument fails the call everywhere), the extents and alignments, whether
+/// every rank asks for `accumulate_ops=same_op` (in effect only then: the paths of accumulates
+/// depend on it, `protocol::native`), and, where `verbs` is asked, whether every rank can open
+/// a verbs device. A rank that asserts same_size and same_disp_unit sends no extent: its own
+/// is everyone's.
+fn agree_arguments(comm: &Comm, info: &Info, req: &Request<'_>, verbs: bool) -> Result<Agreed> {
+    let checked = check(req, info);
     let align = checked.as_ref().map_or(1, |h| h.alignment);
-    // Each rank sends whether it asks for accumulate_ops=same_op (in effect only where every
-    // rank asks: the paths of accumulates depend on it, `protocol::native`), then its extent;
-    // a rank that asserts same_size and same_disp_unit sends no extent: its own is everyone's.
     let same = checked
         .as_ref()
         .is_ok_and(|h| h.same_size && h.same_disp_unit);
     let same_op = checked.as_ref().is_ok_and(|h| h.same_op);
+    let usable = verbs && net::verbs_usable(comm);
+    let flags = u64::from(same_op) | u64::from(usable) << 1;
     let mine = match same {
-        true => Enc::new().u64(same_op.into()).finish(),
+        true => Enc::new().u64(flags).finish(),
         false => Enc::new()
-            .u64(same_op.into())
+            .u64(flags)
             .u64(req.size as u64)
             .u64(req.disp_unit as u64)
             .u64(align as u64)
@@ -312,33 +344,78 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
     };
     let all = comm.agree_gather("window creation", checked.as_ref().map(|_| &mine[..]));
     let mut hints = checked?;
-    let mut extents = Vec::with_capacity(comm.size());
-    let mut aligns = Vec::with_capacity(comm.size());
+    let mut agreed = Agreed {
+        hints,
+        extents: Vec::with_capacity(comm.size()),
+        aligns: Vec::with_capacity(comm.size()),
+        verbs_everywhere: verbs,
+    };
     for bytes in all? {
         let mut d = Dec::new(&bytes);
-        hints.same_op &= d.u64()? != 0;
+        let flags = d.u64()?;
+        hints.same_op &= flags & 1 != 0;
+        agreed.verbs_everywhere &= flags & 2 != 0;
         if d.is_empty() {
-            extents.push(Extent {
+            agreed.extents.push(Extent {
                 size: req.size,
                 disp_unit: req.disp_unit,
             });
-            aligns.push(align);
+            agreed.aligns.push(align);
             continue;
         }
-        extents.push(Extent {
+        agreed.extents.push(Extent {
             size: d.usize()?,
             disp_unit: d.usize()?,
         });
-        aligns.push(d.usize()?);
+        agreed.aligns.push(d.usize()?);
     }
-    let local = node_ranks(comm, req.flavor)?;
+    agreed.hints = hints;
+    Ok(agreed)
+}
+
+/// This rank's part of the node segment: its control block and, unless the user lent the
+/// window's memory, its window memory; and where the others' parts lie.
+struct NodeMemory {
+    segment: Arc<Segment>,
+    /// The segment's name, for the keys.
+    name: String,
+    /// Offsets of the control block and the window memory of each rank of the node, in node order.
+    ctrl: Vec<usize>,
+    data: Vec<usize>,
+    /// This rank's place among the node's ranks.
+    at: usize,
+}
+
+/// The name of a window's node segment: the job, the communicator, the window's sequence
+/// number in it and the node's lowest rank.
+fn segment_name(comm: &Comm, local: &[usize]) -> String {
+    format!(
+        "onesided-{}-{:x}-{}-{}",
+        comm.job().id,
+        comm.id(),
+        comm.next_seq(),
+        local[0]
+    )
+}
+
+/// Lay out the node segment `name` of a window whose ranks on this node are `local`, create it
+/// on the node's lowest rank (collective: the ranks agree on whether that worked), map it on
+/// the others. The outer error is every rank's; the inner one, a failed mapping, is this
+/// rank's alone and travels with the keys.
+fn node_memory(
+    comm: &Comm,
+    req: &Request<'_>,
+    agreed: &Agreed,
+    local: &[usize],
+    name: &str,
+) -> Result<Result<NodeMemory>> {
     let in_segment = req.flavor != Flavor::Create;
-    let contiguous = req.flavor == Flavor::Shared && !hints.noncontig;
+    let contiguous = req.flavor == Flavor::Shared && !agreed.hints.noncontig;
     let regions: Vec<Region> = local
         .iter()
         .map(|&r| Region {
-            size: extents[r].size,
-            align: aligns[r],
+            size: agreed.extents[r].size,
+            align: agreed.aligns[r],
         })
         .collect();
     let NodeLayout {
@@ -348,113 +425,290 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
         align,
     } = layout::node_layout(&regions, comm.size(), in_segment, contiguous)
         .ok_or_else(|| Error::new(ErrorClass::NoMem, "window too large for one node"))?;
-    // The ranks agreed on the configuration at start-up.
-    // The network forced for every target (`fabric` or `verbs`), or needed for other nodes.
-    let forced = comm.job().config.transport_choice() != TransportChoice::Auto;
-    let fabric = forced || local.len() < comm.size();
-    let name = format!(
-        "onesided-{}-{:x}-{}-{}",
-        comm.job().id,
-        comm.id(),
-        comm.next_seq(),
-        local[0]
-    );
-    let segment = node_segment(comm, &local, &name, total, align)?;
+    let segment = node_segment(comm, local, name, total, align)?;
+    let at = local.iter().position(|&r| r == comm.rank()).unwrap_or(0);
+    Ok(segment.map(|segment| NodeMemory {
+        segment,
+        name: name.to_owned(),
+        ctrl,
+        data,
+        at,
+    }))
+}
 
-    let me = comm.rank();
-    let at = local.iter().position(|&r| r == me).unwrap_or(0);
-    let own = ShmKey {
-        segment: name,
-        ctrl: ctrl[at],
+/// What this rank opened before the key exchange: its own memory, its shared-memory key and
+/// the network transport where the window needs one.
+struct Opened<'a> {
+    local: Mem<'a>,
+    key: ShmKey,
+    net: Option<OpenedNet<'a>>,
+}
+
+/// Open this rank's side of every transport the window needs: its shared-memory key, and the
+/// network transport (registering its control block and window memory) where `network`.
+/// Local.
+fn open<'a>(
+    comm: &Comm,
+    req: &Request<'a>,
+    node: &NodeMemory,
+    network: bool,
+    verbs_everywhere: bool,
+    peers: &Peers,
+) -> Result<Opened<'a>> {
+    let whole = Mem::from_segment(node.segment.clone());
+    let local = match &req.user {
+        Some(m) => m.clone(),
+        None => whole
+            .sub(node.data[node.at], req.size)
+            .map_err(|_| Error::new(ErrorClass::Intern, "own window memory outside the segment"))?,
+    };
+    let key = ShmKey {
+        segment: node.name.clone(),
+        ctrl: node.ctrl[node.at],
         data: match &req.user {
             Some(m) => lent_desc(m),
             None => DataDesc::Segment {
-                off: data[at],
+                off: node.data[node.at],
                 len: req.size,
             },
         },
     };
-    let on_node = |r: usize| local.contains(&r);
-    let keys = comm
-        .allgather(&own.encode().0)?
-        .into_iter()
-        .enumerate()
-        .map(|(r, k)| match on_node(r) {
-            true => ShmKey::decode(&RemoteKey(k)).map(Some),
-            false => Ok(None),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let whole = Mem::from_segment(segment.clone());
-    let mapped = comm.agree(
-        "mapping alloc_mem memory of the node",
-        map_blocks(me, &keys),
-    )?;
-    let shared: Vec<Option<Mem<'static>>> = keys
-        .iter()
-        .zip(mapped)
-        .map(|(k, block)| match k.as_ref().map(|k| &k.data) {
-            Some(DataDesc::Segment { off, len }) => whole.sub(*off, *len).ok(),
-            _ => block,
-        })
-        .collect();
-    let local_mem = match &req.user {
-        Some(m) => m.clone(),
-        None => whole
-            .sub(data[at], req.size)
-            .map_err(|_| Error::new(ErrorClass::Intern, "own window memory outside the segment"))?,
-    };
-    let pids: Vec<u32> = (0..comm.size())
-        .map(|r| if on_node(r) { comm.pid_of(r) } else { 0 })
-        .collect();
-    let peers = Peers::new(pids.clone(), comm.job().liveness.clone());
-    let net = match fabric {
+    let net = match network {
         true => {
-            let ctrl_mem = whole
-                .sub(ctrl[at], layout::ctrl_block(comm.size()))
+            let ctrl = whole
+                .sub(node.ctrl[node.at], layout::ctrl_block(comm.size()))
                 .map_err(Error::from)?;
-            Some(net::connect(
+            Some(net::open(
                 comm,
-                ctrl_mem,
-                local_mem.clone(),
+                verbs_everywhere,
+                ctrl,
+                local.clone(),
                 peers.clone(),
             )?)
         }
         false => None,
     };
-    let user = req.user;
-    let shm = ShmTransport::connect(me, &keys, &segment, &shared, user, &pids, peers.clone())?;
-    let others: Vec<Box<dyn Attach<'a> + 'a>> = net.into_iter().collect();
-    let caps: Vec<&Caps> = std::iter::once(shm.caps())
-        .chain(others.iter().map(|t| (t.as_ref() as &dyn Transport).caps()))
+    Ok(Opened { local, key, net })
+}
+
+/// Every rank's keys, from the one exchange of them.
+struct Keys {
+    /// The shared-memory keys of the ranks on this node (`None` for the others).
+    shm: Vec<Option<ShmKey>>,
+    /// The network transport's keys of every rank (empty without one).
+    net: Vec<Vec<u8>>,
+    /// Whether some rank meets another for the first time ([`Opened::fresh`](crate::transport::Opened::fresh)).
+    fresh: bool,
+}
+
+/// Collective: one exchange of every rank's keys, or of its failure to open (which fails the
+/// call on every rank).
+fn exchange_keys(
+    comm: &Comm,
+    opened: std::result::Result<&Opened<'_>, &Error>,
+    on_node: impl Fn(usize) -> bool,
+) -> Result<Keys> {
+    let mine = opened.map(|o| {
+        let net = o.net.as_ref();
+        Enc::new()
+            .bytes(&o.key.encode().0)
+            .bytes(&net.map(|n| n.key()).unwrap_or_default())
+            .u64(net.is_some_and(|n| n.fresh()).into())
+            .finish()
+    });
+    let all = comm.agree_gather(
+        "opening the window's transports",
+        mine.as_deref().map_err(|e| *e),
+    )?;
+    let mut keys = Keys {
+        shm: Vec::with_capacity(all.len()),
+        net: Vec::with_capacity(all.len()),
+        fresh: false,
+    };
+    for (r, bytes) in all.iter().enumerate() {
+        let mut d = Dec::new(bytes);
+        let shm = RemoteKey(d.bytes()?.to_vec());
+        keys.shm.push(match on_node(r) {
+            true => Some(ShmKey::decode(&shm)?),
+            false => None,
+        });
+        keys.net.push(d.bytes()?.to_vec());
+        keys.fresh |= d.u64()? != 0;
+    }
+    Ok(keys)
+}
+
+/// Connect every transport with the ranks' keys: map the alloc_mem memory other ranks of the
+/// node lent to the window, connect shared memory to the node's targets and the network
+/// transport to every rank. Local: the window agrees on the outcome.
+fn connect<'a>(
+    me: usize,
+    req: &mut Request<'a>,
+    node: &NodeMemory,
+    keys: &Keys,
+    net: Option<&mut OpenedNet<'a>>,
+    pids: &[u32],
+    peers: &Peers,
+) -> Result<(ShmTransport<'a>, Vec<Option<Mem<'static>>>)> {
+    let whole = Mem::from_segment(node.segment.clone());
+    let shared: Vec<Option<Mem<'static>>> = keys
+        .shm
+        .iter()
+        .zip(map_blocks(me, &keys.shm)?)
+        .map(|(k, block)| match k.as_ref().map(|k| &k.data) {
+            Some(DataDesc::Segment { off, len }) => whole.sub(*off, *len).ok(),
+            _ => block,
+        })
         .collect();
-    // A forced network reaches every target, the node's included.
-    let Selection { data, atomics } = select(&caps, comm.size(), |r| !forced && on_node(r))
+    let shm = ShmTransport::connect(
+        me,
+        &keys.shm,
+        &node.segment,
+        &shared,
+        req.user.take(),
+        pids,
+        peers.clone(),
+    )?;
+    if let Some(net) = net {
+        net.connect(&keys.net)?;
+    }
+    Ok((shm, shared))
+}
+
+/// Collective window creation, in phases (each phase's collective fails the call on every
+/// rank alike):
+/// 1. the arguments, extents and the network's choice agreed in one exchange;
+/// 2. the node segment created by the node's lowest rank, mapped by the others;
+/// 3. every transport opened locally, and one exchange of all their keys;
+/// 4. every transport connected with the keys, the outcome agreed; pairs that no window has
+///    used yet connected over the network (a fifth collective, only then);
+/// 5. the routes: per target, the transport that carries data, and one for the atomics.
+///
+/// A window within one node takes four collectives, one spanning nodes four, or five when it
+/// is the first to use some pair.
+fn build<'a>(comm: &Comm, info: &Info, mut req: Request<'a>) -> Result<Window<'a>> {
+    let first = comm.seqs();
+    let local = node_ranks(comm, req.flavor)?;
+    let on_node = |r: usize| local.contains(&r);
+    // The network when shared memory does not reach every target, or when the configuration
+    // names one for every target (the ranks agreed on the configuration at start-up).
+    let forced = comm.job().config.transport_choice() != TransportChoice::Auto;
+    let network = forced || select(&[&shm::CAPS], comm.size(), on_node).is_none();
+
+    let agreed = agree_arguments(comm, info, &req, network && net::asks_for_verbs(comm))?;
+    let name = segment_name(comm, &local);
+    let node = node_memory(comm, &req, &agreed, &local, &name)?;
+    let pids: Vec<u32> = (0..comm.size())
+        .map(|r| if on_node(r) { comm.pid_of(r) } else { 0 })
+        .collect();
+    let peers = Peers::new(pids.clone(), comm.job().liveness.clone());
+    let opened = node.and_then(|node| {
+        let opened = open(comm, &req, &node, network, agreed.verbs_everywhere, &peers)?;
+        Ok((node, opened))
+    });
+    let keys = exchange_keys(comm, opened.as_ref().map(|(_, o)| o), on_node);
+    unlink_segment(comm, &local, &name)?;
+    let keys = keys?;
+    let (node, mut opened) = opened?;
+    let connected = connect(
+        comm.rank(),
+        &mut req,
+        &node,
+        &keys,
+        opened.net.as_mut(),
+        &pids,
+        &peers,
+    );
+    let (shm, shared) = comm.agree("connecting the window's transports", connected)?;
+    let others: Vec<Box<dyn Attach<'a> + 'a>> = opened
+        .net
+        .take()
+        .map(|n| n.into_transport())
+        .into_iter()
+        .collect();
+    if keys.fresh {
+        let warmed = others.iter().try_for_each(|t| t.warm_up());
+        comm.agree("connecting the network's pairs", warmed)?;
+    }
+    let ctrl = shm.control(comm.rank())?.clone();
+    // Tests may ask for every target through a transport whose data completes at flush.
+    #[cfg(test)]
+    let (others, forced) = match crate::transport::deferred::wanted() {
+        true => {
+            let inner = ShmTransport::connect(
+                comm.rank(),
+                &keys.shm,
+                &node.segment,
+                &shared,
+                None,
+                &pids,
+                peers.clone(),
+            )?;
+            let deferred = crate::transport::deferred::Deferred::new(inner, comm.size());
+            (vec![Box::new(deferred) as Box<dyn Attach<'a> + 'a>], true)
+        }
+        false => (others, forced),
+    };
+    let parts = Parts {
+        ctrl,
+        flavor: req.flavor,
+        node: local,
+        hints: agreed.hints,
+        extents: agreed.extents,
+        local: opened.local,
+        shared,
+        shm,
+        others,
+        peers,
+    };
+    // Every collective took a sequence number, and so did the segment's name.
+    let collectives = comm.seqs() - first - 1;
+    assemble(comm, parts, forced, collectives)
+}
+
+/// What a window is made of once its transports are connected.
+struct Parts<'a> {
+    /// This rank's control block.
+    ctrl: Mem<'static>,
+    flavor: Flavor,
+    /// The ranks on this node.
+    node: Vec<usize>,
+    hints: WinHints,
+    extents: Vec<Extent>,
+    local: Mem<'a>,
+    shared: Vec<Option<Mem<'static>>>,
+    shm: ShmTransport<'a>,
+    others: Vec<Box<dyn Attach<'a> + 'a>>,
+    peers: Peers,
+}
+
+/// The window: its routes chosen from the transports' caps ([`select`]; where the
+/// configuration names the network, from the list without shared memory), and what it reaches
+/// by loads and stores ([`Direct`]).
+fn assemble<'a>(comm: &Comm, p: Parts<'a>, forced: bool, collectives: u64) -> Result<Window<'a>> {
+    let me = comm.rank();
+    let caps: Vec<&Caps> = std::iter::once(p.shm.caps())
+        .chain(
+            p.others
+                .iter()
+                .map(|t| (t.as_ref() as &dyn Transport).caps()),
+        )
+        .collect();
+    let skip = usize::from(forced && caps.len() > 1);
+    let on_node = |r: usize| p.node.contains(&r);
+    let Selection { data, atomics } = select(&caps[skip..], comm.size(), on_node)
+        .map(|s| Selection {
+            data: s.data.into_iter().map(|t| t + skip).collect(),
+            atomics: s.atomics + skip,
+        })
         .ok_or_else(|| Error::new(ErrorClass::Intern, "a target no transport reaches"))?;
     tracing::debug!(
-        flavor = ?req.flavor,
-        size = req.size,
+        flavor = ?p.flavor,
         targets = comm.size(),
-        fabric = data.iter().filter(|&&t| t != 0).count(),
+        network = data.iter().filter(|&&t| t != 0).count(),
         forced,
-        "window created: targets on this node through shared memory, the others through the fabric"
-    );
-    let atomics_ordered = caps[atomics].atomics_order_prior;
-    let loaded = (0..comm.size())
-        .filter(|&t| t == me || (req.flavor != Flavor::Dynamic && shared[t].is_some()))
-        .collect();
-    let direct = Direct::new(
-        (0..comm.size())
-            .map(|t| shm.mapped(t).filter(|_| data[t] == 0).cloned())
-            .collect(),
-        (0..comm.size())
-            .map(|t| shm.control(t).ok().filter(|_| atomics == 0).cloned())
-            .collect(),
-        (0..comm.size())
-            .map(|t| shm.atomic_mapped(t).filter(|_| atomics == 0).cloned())
-            .collect(),
-        data.iter()
-            .map(|&route| route == 0 && atomics == 0)
-            .collect(),
+        collectives,
+        "window created: targets on this node through shared memory, the others through the network"
     );
     for (i, c) in caps.iter().enumerate() {
         tracing::debug!(
@@ -469,23 +723,44 @@ fn build<'a>(comm: &Comm, info: &Info, req: Request<'a>) -> Result<Window<'a>> {
             "window transport"
         );
     }
+    let atomics_ordered = caps[atomics].atomics_order_prior;
+    let loaded = (0..comm.size())
+        .filter(|&t| t == me || (p.flavor != Flavor::Dynamic && p.shared[t].is_some()))
+        .collect();
+    let shm = &p.shm;
+    let direct = Direct::new(
+        (0..comm.size())
+            .map(|t| shm.mapped(t).filter(|_| data[t] == 0).cloned())
+            .collect(),
+        (0..comm.size())
+            .map(|t| shm.control(t).ok().filter(|_| atomics == 0).cloned())
+            .collect(),
+        (0..comm.size())
+            .map(|t| shm.atomic_mapped(t).filter(|_| atomics == 0).cloned())
+            .collect(),
+        data.iter()
+            .map(|&route| route == 0 && atomics == 0)
+            .collect(),
+    );
+    let mut transports: Vec<Box<dyn Attach<'a> + 'a>> = vec![Box::new(p.shm)];
+    transports.extend(p.others);
     Ok(Window {
         comm: comm.clone(),
-        flavor: req.flavor,
-        hints: Cell::new(hints),
+        ctrl: p.ctrl,
+        flavor: p.flavor,
+        hints: Cell::new(p.hints),
         atomics,
         atomics_ordered,
         direct,
-        others,
+        transports,
         routes: data,
-        peers,
+        peers: p.peers,
         epochs: RefCell::new(Epochs::new(comm.size())),
         attached: RefCell::new(Attached::new(comm.size())),
-        extents,
-        local: local_mem,
+        extents: p.extents,
+        local: p.local,
         loaded,
-        shared,
-        shm,
+        shared: p.shared,
         barriers: Cell::new(0),
         name: RefCell::new(String::new()),
         freed: Cell::new(false),

@@ -11,10 +11,11 @@ use super::Window;
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::assert::{self, Assert};
+use crate::protocol::barrier::{Barrier, Step};
+use crate::protocol::layout;
 use crate::protocol::lockword::{Amo, LockType, Mode, Next, Taking};
 use crate::protocol::passive::{Access, AllWords};
-use crate::protocol::{barrier, layout};
-use crate::transport::{Space, Transport};
+use crate::transport::Space;
 use crate::wait;
 
 impl Window<'_> {
@@ -24,7 +25,7 @@ impl Window<'_> {
         let me = self.comm.rank();
         let generation = self.barriers.get() + 1;
         self.barriers.set(generation);
-        let ctrl = self.shm.control(me)?;
+        let ctrl = &self.ctrl;
         // Every rank is watched, not just the one signalling this round (a live rank may be
         // stuck behind a dead one), but a rank that completed this barrier before it died owes
         // nobody a signal.
@@ -47,7 +48,7 @@ impl Window<'_> {
             }
             for r in self.peers.all_gone() {
                 let done = self
-                    .shm
+                    .node()
                     .amo(r, Space::Control, layout::BARRIER_DONE, Amo::Load);
                 if done.map_or(true, |d| d < generation) {
                     return Err(self.peers.failed(r));
@@ -55,13 +56,27 @@ impl Window<'_> {
             }
             Ok(())
         };
-        for round in 0..barrier::rounds(n) {
-            let to = barrier::partner(me, n, round);
-            let slot = layout::barrier_slot(round);
-            self.atomic_route().signal(to, slot, 1)?;
-            wait::until(ctrl, slot, |v| v >= generation, self.atomic_route(), &watch).map_err(
-                |e| Error::new(e.class(), format!("fence/free barrier: {}", e.message())),
-            )?;
+        let mut rounds = Barrier::new(me, n, generation);
+        loop {
+            match rounds.step() {
+                Step::Signal { to, round } => {
+                    self.atomic_route()
+                        .signal(to, layout::barrier_slot(round), 1)?;
+                }
+                Step::Wait { round, until } => {
+                    let slot = layout::barrier_slot(round);
+                    let value =
+                        wait::until(ctrl, slot, |v| v >= until, self.atomic_route(), &watch)
+                            .map_err(|e| {
+                                Error::new(
+                                    e.class(),
+                                    format!("fence/free barrier: {}", e.message()),
+                                )
+                            })?;
+                    rounds.arrived(value);
+                }
+                Step::Done => break,
+            }
         }
         ctrl.atomic_u64(layout::BARRIER_DONE)?
             .store(generation, std::sync::atomic::Ordering::Release);
@@ -80,8 +95,7 @@ impl Window<'_> {
             return Ok(());
         }
         let done = self
-            .shm
-            .control(me)?
+            .ctrl
             .atomic_u64(layout::BARRIER_DONE)?
             .load(std::sync::atomic::Ordering::Acquire);
         self.atomic_route()

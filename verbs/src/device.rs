@@ -134,25 +134,13 @@ impl DeviceInfo {
     }
 }
 
-/// The verbs devices of this machine (none where libibverbs loads but finds no device); an error
-/// where libibverbs cannot be loaded.
-pub fn devices() -> Result<Vec<DeviceInfo>, VerbsError> {
-    let lib = library()?;
-    let mut out = Vec::new();
-    for name in device_names(lib)? {
-        let ctx = Context::open(&name)?;
-        out.push(ctx.describe(true)?);
-    }
-    Ok(out)
-}
-
 /// Every device, opened, with what it offers (its inline size not probed: 0).
 pub(crate) fn opened() -> Result<Vec<(Context, DeviceInfo)>, VerbsError> {
     let lib = library()?;
     let mut out = Vec::new();
     for name in device_names(lib)? {
         let ctx = Context::open(&name)?;
-        let info = ctx.describe(false)?;
+        let info = ctx.describe()?;
         out.push((ctx, info));
     }
     Ok(out)
@@ -175,7 +163,7 @@ pub(crate) fn completion_limit() -> Option<u32> {
 }
 
 /// The names of the devices libibverbs lists.
-fn device_names(lib: &Library) -> Result<Vec<String>, VerbsError> {
+pub(crate) fn device_names(lib: &Library) -> Result<Vec<String>, VerbsError> {
     let mut n = 0;
     // SAFETY: `n` is a valid out pointer; the list is freed below after its names are copied.
     let list = unsafe { (lib.get_device_list)(&mut n) };
@@ -326,9 +314,8 @@ impl Context {
         })
     }
 
-    /// The device as [`DeviceInfo`] describes it, its inline size probed where `probe` (a
-    /// throwaway queue pair), else 0.
-    fn describe(&self, probe: bool) -> Result<DeviceInfo, VerbsError> {
+    /// The device as [`DeviceInfo`] describes it, its inline size not probed (0).
+    pub(crate) fn describe(&self) -> Result<DeviceInfo, VerbsError> {
         let attr = self.query()?;
         let ports = (1..=attr.phys_port_cnt)
             .map(|p| self.port_info(p))
@@ -352,10 +339,7 @@ impl Context {
                 sys::IBV_ATOMIC_GLOB => "global",
                 _ => "none",
             },
-            max_inline: match probe {
-                true => crate::queue::probe_inline(self).unwrap_or(0),
-                false => 0,
-            },
+            max_inline: 0,
             ports,
         })
     }

@@ -12,6 +12,7 @@
 
 use crate::device::{Context, LinkLayer, choose_gid};
 use crate::error::VerbsError;
+use crate::library::failed_completion;
 use crate::queue::{Connect, Cq, Pd, PortAddress, Qp};
 use crate::region::Region;
 use crate::stage::{Buf, Stage};
@@ -501,7 +502,7 @@ impl Endpoint {
                     stage.drain(b, &mut out[at..end]);
                 }
                 (Phase::Failed(s), _, _) if first.is_ok() => {
-                    first = Err(VerbsError::completion("RDMA operation", s));
+                    first = Err(failed_completion("RDMA operation", s));
                 }
                 _ => {}
             }
@@ -541,7 +542,7 @@ impl Endpoint {
             )?;
         }
         match c.state.borrow().ledger.broken(peer) {
-            Some(s) => Err(VerbsError::completion(
+            Some(s) => Err(failed_completion(
                 format!("an RDMA operation to peer {peer}"),
                 s,
             )),
@@ -608,7 +609,7 @@ impl Core {
         let depth = self.with_qp(peer, |qp| qp.depth)?;
         let broken = |st: &State| st.ledger.broken(peer);
         if let Some(s) = broken(&self.state.borrow()) {
-            return Err(VerbsError::completion(
+            return Err(failed_completion(
                 format!("an earlier RDMA operation to peer {peer}"),
                 s,
             ));
@@ -621,7 +622,7 @@ impl Core {
         if !room(&self.state.borrow()) {
             self.wait("waiting for room in the send queue", room, live)?;
             if let Some(s) = broken(&self.state.borrow()) {
-                return Err(VerbsError::completion(
+                return Err(failed_completion(
                     format!("an RDMA operation to peer {peer}"),
                     s,
                 ));

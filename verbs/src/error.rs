@@ -10,8 +10,9 @@ pub struct VerbsError {
     what: String,
     /// The errno of a failed call (0 where a completion status says why).
     errno: i32,
-    /// The completion status of a failed work request (`ibv_wc_status`).
-    status: Option<u32>,
+    /// The completion status of a failed work request (`ibv_wc_status`) and libibverbs' name
+    /// for it.
+    status: Option<(u32, String)>,
     /// More words: the loader's message, the device or peer concerned.
     detail: Option<String>,
     /// The peer is unreachable or gone: its queue pair broke on retries, or the caller gave up
@@ -45,10 +46,10 @@ impl VerbsError {
         VerbsError::new(what, errno)
     }
 
-    /// A work request doing `what` completed with `status`.
-    pub(crate) fn completion(what: impl Into<String>, status: u32) -> VerbsError {
+    /// A work request doing `what` completed with `status`, which libibverbs calls `text`.
+    pub(crate) fn completion(what: impl Into<String>, status: u32, text: String) -> VerbsError {
         VerbsError {
-            status: Some(status),
+            status: Some((status, text)),
             unreachable: UNREACHABLE.contains(&status),
             ..VerbsError::new(what, 0)
         }
@@ -76,7 +77,7 @@ impl VerbsError {
 
     /// The completion status of a failed work request, if that is what failed.
     pub fn status(&self) -> Option<u32> {
-        self.status
+        self.status.as_ref().map(|(status, _)| *status)
     }
 
     /// The errno of a failed call (0 where a completion status says why).
@@ -88,8 +89,8 @@ impl VerbsError {
 impl fmt::Display for VerbsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.what)?;
-        match self.status {
-            Some(s) => write!(f, ": {} ({s})", crate::library::status_text(s))?,
+        match &self.status {
+            Some((s, text)) => write!(f, ": {text} ({s})")?,
             None if self.errno != 0 => {
                 write!(f, ": {}", std::io::Error::from_raw_os_error(self.errno))?
             }

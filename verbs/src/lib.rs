@@ -31,6 +31,8 @@ mod endpoint;
 #[cfg(have_ibverbs)]
 mod error;
 #[cfg(have_ibverbs)]
+mod inventory;
+#[cfg(have_ibverbs)]
 mod library;
 #[cfg(have_ibverbs)]
 mod queue;
@@ -42,11 +44,13 @@ mod stage;
 mod track;
 
 #[cfg(have_ibverbs)]
-pub use device::{DeviceInfo, GidEntry, LinkLayer, PortInfo, choose_gid, devices};
+pub use device::{DeviceInfo, GidEntry, LinkLayer, PortInfo, choose_gid};
 #[cfg(have_ibverbs)]
 pub use endpoint::{Atomic, Endpoint, Remote, Request, Ticket, Waiting};
 #[cfg(have_ibverbs)]
 pub use error::VerbsError;
+#[cfg(have_ibverbs)]
+pub use inventory::devices;
 #[cfg(have_ibverbs)]
 pub use library::load;
 #[cfg(have_ibverbs)]

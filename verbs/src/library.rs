@@ -158,8 +158,13 @@ fn dl_error(what: &str) -> String {
         .into_owned()
 }
 
+/// A work request doing `what` completed with `status`, named as libibverbs names it.
+pub(crate) fn failed_completion(what: impl Into<String>, status: u32) -> VerbsError {
+    VerbsError::completion(what, status, status_text(status))
+}
+
 /// libibverbs' name of a completion status (`ibv_wc_status_str`), where the library is loaded.
-pub(crate) fn status_text(status: u32) -> String {
+fn status_text(status: u32) -> String {
     match LIBRARY.get().and_then(|l| l.as_ref().ok()) {
         Some(lib) => {
             // SAFETY: ibv_wc_status_str returns a static NUL-terminated string for any value

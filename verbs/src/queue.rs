@@ -280,13 +280,3 @@ pub(crate) struct Connect {
     pub(crate) local_psn: u32,
     pub(crate) rd_atomic: u8,
 }
-
-/// The largest inline payload of a queue pair on `ctx` (what `ibv_devinfo` does not tell):
-/// a throwaway queue pair is created asking for 1 KiB, then half as much until it is granted.
-pub(crate) fn probe_inline(ctx: &Context) -> Result<u32, VerbsError> {
-    let ctx = Rc::new(Context::open(&ctx.name)?);
-    let pd = Pd::alloc(ctx.clone())?;
-    let cq = Cq::create(ctx, 2)?;
-    let qp = Qp::create(pd, &cq, 1, 1024)?;
-    Ok(qp.max_inline)
-}

@@ -14,11 +14,11 @@
 //! MPI_LOCK_EXCLUSIVE for the others; the flush modes hold MPI_LOCK_EXCLUSIVE for
 //! get_accumulate and MPI_LOCK_SHARED for the others.
 
+use super::args::{Datatype, Test};
 use super::options::{Kind, Plan};
 use super::pages::Pages;
 use super::report::{LATENCY, Report};
 use super::rma::{Loop, epochs, latency, osu_table, repeat, with_window};
-use super::{Datatype, Test};
 use onesided::{AtomicElem, LockType, Op, Result, World};
 
 /// An element type of the accumulate tests: the values they add and compare with.

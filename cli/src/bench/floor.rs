@@ -5,11 +5,12 @@
 //! - `atomic_pingpong`: two ranks bounce an atomic flag in a shared-memory window; the half
 //!   round trip is the least any synchronization between two processes can cost.
 
+use super::args::Test;
+use super::measure::{mbps, micros, timed};
 use super::options::{Kind, Pass, Plan};
 use super::pages::Pages;
 use super::report::{BANDWIDTH, Column, LATENCY, Report, Table};
 use super::rma::repeat;
-use super::{Test, mbps, micros, timed};
 use onesided::Info;
 use onesided::Result;
 use onesided::Window;

@@ -24,11 +24,12 @@
 //! one under contention. Afterwards rank 0 checks that the counter holds exactly every rank's
 //! increments, and fails otherwise. Rows of the tests without a message size have size 0.
 
+use super::args::Test;
+use super::measure::{mbps, micros, timed};
 use super::options::{Kind, Pass, Plan};
 use super::pages::Pages;
 use super::report::{BANDWIDTH, Column, FIRST, LATENCY, Report, Table};
 use super::rma::repeat;
-use super::{Test, mbps, micros, timed};
 use onesided::{Assert, Error, ErrorClass, Group, Info, LockType, Op, Result, Window, World};
 use std::time::{Duration, Instant};
 

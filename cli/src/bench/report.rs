@@ -2,9 +2,9 @@
 //! row per size), CSV rows, or one JSON document (format `onesided-bench/1`), printed or written
 //! to a file for `all` to merge.
 
+use super::args::{Format, Test};
 use super::context::Context;
 use super::stats::Summary;
-use super::{Format, Test};
 use onesided::{Error, ErrorClass, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Write;

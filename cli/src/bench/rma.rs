@@ -9,11 +9,12 @@
 //! library's target does); with `--target sleep` or `compute` it first sleeps or computes
 //! until the timed loop is over (`busy.rs`).
 
+use super::args::{Creation, SyncMode, Test};
 use super::busy::{self, Target};
+use super::measure::{mbps, micros, timed};
 use super::options::{Kind, Pass, Plan};
 use super::pages::Pages;
 use super::report::{BANDWIDTH, Column, LATENCY, MESSAGE_RATE, Report, Table};
-use super::{Creation, SyncMode, Test, mbps, micros, timed};
 use onesided::{Assert, Error, ErrorClass, Info, LockType, Result, Window, World};
 use std::time::Duration;
 

@@ -4,10 +4,11 @@
 //! and merges their results when they are JSON or CSV (each job writes its document to a file).
 //! Inside a job, the tests run on the job's ranks.
 
+use super::args::{BenchArgs, Format, Part, Test};
 use super::context::Context;
 use super::options::Plan;
 use super::report::{self, Report};
-use super::{BenchArgs, Format, Part, Test, one};
+use super::{atomic, floor, group, rma};
 use crate::launch::{self, Job};
 use onesided::launcher::ENV_TRANSPORT;
 use onesided::{Config, Error, ErrorClass, ProcessManager, Result, World};
@@ -189,4 +190,29 @@ fn in_job(args: &BenchArgs, plan: &Plan, config: Config) -> Result<i32> {
     }
     report.finish(context)?;
     Ok(0)
+}
+
+/// Runs one test (not `all`) in `world`.
+fn one(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()> {
+    match test {
+        Test::PutLatency | Test::GetLatency | Test::PutBw | Test::GetBw | Test::PutBibw => {
+            rma::sweep(world, test, plan, report)
+        }
+        Test::AccLatency | Test::GetAccLatency | Test::FopLatency | Test::CasLatency => {
+            atomic::sweep(world, test, plan, report)
+        }
+        Test::FenceLatency => group::fence_latency(world, plan, report),
+        Test::BarrierLatency => group::barrier_latency(world, plan, report),
+        Test::LockContention => group::lock_contention(world, plan, report),
+        Test::FopContention => group::fop_contention(world, plan, report),
+        Test::AlltoallPut => group::alltoall_put(world, plan, report),
+        Test::MixedEpochs => group::mixed_epochs(world, plan, report),
+        Test::WindowCreate => group::window_create(world, plan, report),
+        Test::MemcpyBw => floor::memcpy_bw(world, plan, report),
+        Test::AtomicPingpong => floor::atomic_pingpong(world, plan, report),
+        Test::All => Err(onesided::Error::new(
+            ErrorClass::Intern,
+            "`all` inside `all`",
+        )),
+    }
 }

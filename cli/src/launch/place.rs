@@ -9,7 +9,7 @@ use std::process::Command;
 use onesided::{Error, ErrorClass, Result};
 use onesided_shm::process;
 
-use super::{Bind, Job};
+use super::job::{Bind, Job};
 
 /// The CPU sets the ranks of a job are bound to in turn: rank r to set r modulo their number;
 /// none for no binding.

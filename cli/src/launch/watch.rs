@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use onesided_shm::process::{self, SIGKILL, SIGTERM, TerminationSignals};
 
-use super::StartTimeout;
+use super::job::{ENV_START_TIMEOUT, StartTimeout};
 use onesided::boot::Hub;
 
 /// How often the launcher looks at its ranks and at caught signals.
@@ -221,7 +221,7 @@ impl Watch<'_> {
             "{which} {} did not join the job within {limit:?} of the first rank \
              (--start-timeout, {})",
             names.join(", "),
-            super::ENV_START_TIMEOUT
+            ENV_START_TIMEOUT
         ));
         let why = format!("did not join the job within {limit:?}");
         self.hub.fail_rank(missing[0], &why);

@@ -1,39 +1,11 @@
-//! Accumulates on the NIC: libfabric's names for onesided's element types and operations, one
-//! element's fetching atomic, many elements' atomics with counts, and the path an accumulate
-//! takes (the NIC, or the target's accumulate lock).
+//! Accumulates on the NIC: one element's fetching atomic, many elements' atomics with counts,
+//! and the path an accumulate takes (the NIC, or the target's accumulate lock).
 
-use super::{FabricTransport, fi_err};
+use super::FabricTransport;
+use super::names::{atomic_op, datatype, fi_err};
 use crate::error::Result;
-use crate::protocol::reduce::{Elem, Op};
+use crate::protocol::reduce::Elem;
 use crate::transport::{AccOp, Accumulate, AccumulateMany, Kind, Path, Pending, Space, path_at};
-use onesided_fabric as fi;
-
-/// The libfabric datatype of `e`.
-pub(super) fn datatype(e: Elem) -> fi::Datatype {
-    match e {
-        Elem::I32 => fi::Datatype::I32,
-        Elem::U32 => fi::Datatype::U32,
-        Elem::I64 => fi::Datatype::I64,
-        Elem::U64 => fi::Datatype::U64,
-        Elem::F32 => fi::Datatype::F32,
-        Elem::F64 => fi::Datatype::F64,
-    }
-}
-
-/// The libfabric operation of `op`.
-pub(super) fn atomic_op(op: Op) -> fi::AtomicOp {
-    match op {
-        Op::Sum => fi::AtomicOp::Sum,
-        Op::Prod => fi::AtomicOp::Prod,
-        Op::Min => fi::AtomicOp::Min,
-        Op::Max => fi::AtomicOp::Max,
-        Op::Band => fi::AtomicOp::Band,
-        Op::Bor => fi::AtomicOp::Bor,
-        Op::Bxor => fi::AtomicOp::Bxor,
-        Op::Replace => fi::AtomicOp::Write,
-        Op::NoOp => fi::AtomicOp::Read,
-    }
-}
 
 impl FabricTransport<'_> {
     /// One element's accumulate on the NIC.
@@ -87,7 +59,7 @@ impl FabricTransport<'_> {
         // Nothing to fetch: the non-fetching form halves the bytes, where the provider allows.
         let fetch = fetch || !ep.plain_atomics();
         let t = ep.start_atomic_many(dt, op, acc.operands, fetch, to, &live);
-        Ok(Pending::Fabric(target, t.map_err(fi_err)?))
+        Ok(Pending::Started(target, Box::new(t.map_err(fi_err)?)))
     }
 
     /// How accumulates of `kind` on elements of `elem` at `offset` of `target`'s `space` go

@@ -18,24 +18,25 @@
 
 mod atomics;
 mod key;
+mod names;
 pub(crate) mod prereg;
 pub(crate) mod presets;
 mod resources;
 mod served;
+mod server;
 
-#[cfg(have_ibverbs)]
-use super::foreign;
 use super::{
-    Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Part, Path, Pending, Reach,
-    Space, Transport, locked_accumulate, locked_accumulate_many, outside, signal_and_wait,
-    under_acc_lock, unserved,
+    Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Opened, Part, Path, Pending,
+    Reach, Space, Transport, foreign, locked_accumulate, locked_accumulate_many, outside,
+    signal_and_wait, under_acc_lock, unserved,
 };
 use crate::config::FabricConfig;
 use crate::error::{Error, ErrorClass, Result};
+use crate::peers::Peers;
 use crate::protocol::layout;
-use crate::wait::Peers;
 use crate::world::Comm;
 use key::FabricKey;
+use names::fi_err;
 use onesided_fabric as fi;
 use onesided_shm::Mem;
 pub(crate) use resources::release;
@@ -45,17 +46,6 @@ use std::rc::Rc;
 
 /// Calls of `progress` between two looks at whether a peer is stopped (a look reads the clock).
 const STOPPED_EVERY: u32 = 64;
-
-/// Text of a libfabric failure as an MPI error: a peer that cannot be reached is a failed
-/// process; anything else is MPI_ERR_OTHER with libfabric's words.
-fn fi_err(e: fi::FiError) -> Error {
-    let class = if e.is_unreachable() {
-        ErrorClass::ProcFailed
-    } else {
-        ErrorClass::Other
-    };
-    Error::new(class, format!("fabric: {e}")).caused_by(e)
-}
 
 /// A remote region as operations address it.
 #[derive(Debug, Clone, Copy)]
@@ -130,6 +120,8 @@ pub struct FabricTransport<'a> {
     stopped: Cell<bool>,
     /// This rank in the world, as the targets of its calls know it (`served.rs`).
     world_rank: u32,
+    /// The world rank of each rank of the window.
+    world: Vec<u32>,
     _ctrl: fi::Region<'static>,
     _data: Option<fi::Region<'a>>,
     /// Memory attached to the dynamic window, registered.
@@ -148,39 +140,75 @@ impl std::fmt::Debug for FabricTransport<'_> {
     }
 }
 
-impl<'a> FabricTransport<'a> {
-    /// Collective over `comm`: register this rank's control block `ctrl` and window memory
-    /// `data`, exchange keys and endpoint addresses, and insert every rank as a peer.
-    pub(crate) fn connect(
-        comm: &Comm,
-        config: &FabricConfig,
-        ctrl: Mem<'static>,
-        data: Mem<'a>,
-        peers: Peers,
-    ) -> Result<FabricTransport<'a>> {
-        let opened = open_local(config, ctrl, data);
-        let key = opened.as_ref().map(|l| l.key.encode());
-        let keys = comm.agree_gather("opening the fabric", key.as_deref().map_err(|e| *e));
-        let local = opened?;
-        let keys = keys?
+/// The fabric opened on this rank for one window (its endpoint, its registrations), waiting
+/// for every rank's key.
+pub(crate) struct OpenedFabric<'a> {
+    local: Local<'a>,
+    /// The world rank of each rank of the window, and this rank's index.
+    world: Vec<u32>,
+    me: usize,
+    peers: Peers,
+    /// What [`Opened::connect`] made of the keys.
+    connected: Option<Connected>,
+}
+
+/// The targets as the keys describe them.
+struct Connected {
+    targets: Vec<Target>,
+    native: NativeOps,
+}
+
+/// Open the fabric for a window of `comm`: this thread's endpoint, with this rank's control
+/// block `ctrl` and window memory `data` registered. `peers` watches the ranks.
+pub(crate) fn open<'a>(
+    comm: &Comm,
+    config: &FabricConfig,
+    ctrl: Mem<'static>,
+    data: Mem<'a>,
+    peers: Peers,
+) -> Result<OpenedFabric<'a>> {
+    let world = comm.world_ranks();
+    Ok(OpenedFabric {
+        local: open_local(config, ctrl, data)?,
+        world,
+        me: comm.rank(),
+        peers,
+        connected: None,
+    })
+}
+
+impl<'a> Opened<'a> for OpenedFabric<'a> {
+    fn key(&self) -> Vec<u8> {
+        self.local.key.encode()
+    }
+
+    fn fresh(&self) -> bool {
+        let warmed = self.local.res.warmed.borrow();
+        self.world.iter().any(|w| !warmed.contains(w))
+    }
+
+    /// Insert every rank's endpoint address as a peer (a rank of this node at its near
+    /// address, where it has one) and map the keys of its memory.
+    fn connect(&mut self, keys: &[Vec<u8>]) -> Result<()> {
+        let keys = keys
             .iter()
             .map(|k| FabricKey::decode(k))
             .collect::<Result<Vec<FabricKey>>>()?;
-        if keys.iter().any(|k| k.served != local.res.served) {
+        let res = &self.local.res;
+        if keys.iter().any(|k| k.served != res.served) {
             return Err(Error::new(
                 ErrorClass::Other,
                 "some ranks serve accumulates at the target and some do not \
                  (ONESIDED_FABRIC_ATOMICS, or providers that differ between nodes)",
             ));
         }
+        let ep = &res.ep;
         let mut native = NativeOps::ALL;
-        let mut fresh = Vec::new();
         let targets = keys
             .iter()
             .enumerate()
             .map(|(r, k)| {
                 native = native.and(NativeOps::from_bits(k.native));
-                let ep = &local.res.ep;
                 let remote = |r: &fi::RegionKey, len| -> Result<Span> {
                     let key = if r.key.is_empty() {
                         0
@@ -193,20 +221,16 @@ impl<'a> FabricTransport<'a> {
                         len,
                     })
                 };
-                // A rank on this node is reached at its near address, where it has one.
-                let pid = peers.process_of(r);
+                let pid = self.peers.process_of(r);
                 let name = match pid.is_some() && !k.near.is_empty() {
                     true => &k.near,
                     false => &k.name,
                 };
-                if !ep.knows(name) {
-                    fresh.push(r);
-                }
                 let peer = ep.insert(name).map_err(fi_err)?;
-                ep.know_rank(comm.world_rank(r)? as u32, peer);
+                ep.know_rank(self.world[r], peer);
                 match pid {
                     Some(pid) => ep.set_pid(peer, pid),
-                    None if r != comm.rank() => ep.set_far(),
+                    None if r != self.me => ep.set_far(),
                     None => {}
                 }
                 Ok(Target {
@@ -216,32 +240,25 @@ impl<'a> FabricTransport<'a> {
                     lead: k.lead,
                 })
             })
-            .collect::<Result<Vec<_>>>();
-        let targets = comm.agree("connecting to the fabric peers", targets)?;
-        let ep = &local.res.ep;
-        // A connected provider (rxm) connects a pair at its first operation, which the peer's
-        // progress must answer: connect the pairs this window is the first to use now, while
-        // every rank is inside this collective, not in the middle of an epoch whose peers are
-        // busy (over software RoCE under load, a first lock_all timed out connecting).
-        let connected = fresh.iter().try_for_each(|&r| {
-            let t = &targets[r];
-            let at = fi::Remote {
-                peer: t.peer,
-                addr: t.ctrl.base,
-                key: t.ctrl.key,
-            };
-            let live = || {
-                let gone = peers.job_alive().is_err() || peers.gone(r);
-                if gone {
-                    fi::Waiting::GiveUp
-                } else {
-                    fi::Waiting::Poll
-                }
-            };
-            ep.read(&mut [0u8; 8], at, &live).map_err(fi_err)
+            .collect::<Result<Vec<_>>>()?;
+        self.connected = Some(Connected { targets, native });
+        Ok(())
+    }
+
+    fn into_transport(self: Box<Self>) -> Box<dyn Attach<'a> + 'a> {
+        let OpenedFabric {
+            local,
+            world,
+            me,
+            peers,
+            connected,
+        } = *self;
+        let Connected { targets, native } = connected.unwrap_or(Connected {
+            targets: Vec::new(),
+            native: NativeOps::NONE,
         });
-        comm.agree("connecting to the fabric peers", connected)?;
-        Ok(FabricTransport {
+        let ep = &local.res.ep;
+        Box::new(FabricTransport {
             caps: Caps {
                 name: "fabric",
                 reach: Reach::Any,
@@ -259,14 +276,17 @@ impl<'a> FabricTransport<'a> {
             peers,
             progress_calls: Cell::new(0),
             stopped: Cell::new(false),
-            world_rank: comm.world_rank(comm.rank())? as u32,
+            world_rank: world[me],
+            world,
             res: local.res,
             _ctrl: local.ctrl,
             _data: local.data,
             attached: RefCell::new(Vec::new()),
         })
     }
+}
 
+impl<'a> FabricTransport<'a> {
     /// `target`, or MPI_ERR_RANK.
     #[inline]
     fn target(&self, target: usize) -> Result<&Target> {
@@ -464,7 +484,7 @@ impl Transport for FabricTransport<'_> {
             return Ok(Pending::Done);
         }
         let t = self.res.ep.start_write(src, to, &|| self.alive(target));
-        Ok(Pending::Fabric(target, t.map_err(fi_err)?))
+        Ok(Pending::Started(target, Box::new(t.map_err(fi_err)?)))
     }
 
     fn start_get(
@@ -482,7 +502,7 @@ impl Transport for FabricTransport<'_> {
             .res
             .ep
             .start_read(dst.len(), from, &|| self.alive(target));
-        Ok(Pending::Fabric(target, t.map_err(fi_err)?))
+        Ok(Pending::Started(target, Box::new(t.map_err(fi_err)?)))
     }
 
     /// Every put posted before the first is waited for, zero-copy (`Endpoint::write_all`).
@@ -597,25 +617,28 @@ impl Transport for FabricTransport<'_> {
     fn test(&self, pending: &Pending) -> Result<bool> {
         Ok(match pending {
             Pending::Done => true,
-            Pending::Fabric(target, t) => {
+            Pending::Started(target, t) => {
+                let t = t
+                    .downcast_ref::<fi::Ticket>()
+                    .ok_or_else(|| foreign("the fabric"))?;
                 let live = || self.alive(*target);
                 self.res.ep.test(t, &live) || live() == fi::Waiting::GiveUp
             }
-            #[cfg(have_ibverbs)]
-            Pending::Verbs(..) => return Err(foreign("the fabric")),
         })
     }
 
     fn finish(&self, pending: Pending, out: Option<&mut [u8]>) -> Result<()> {
         match pending {
             Pending::Done => Ok(()),
-            Pending::Fabric(target, t) => self
-                .res
-                .ep
-                .finish(t, out, &|| self.alive(target))
-                .map_err(fi_err),
-            #[cfg(have_ibverbs)]
-            Pending::Verbs(..) => Err(foreign("the fabric")),
+            Pending::Started(target, t) => {
+                let t = t
+                    .downcast::<fi::Ticket>()
+                    .map_err(|_| foreign("the fabric"))?;
+                self.res
+                    .ep
+                    .finish(*t, out, &|| self.alive(target))
+                    .map_err(fi_err)
+            }
         }
     }
 
@@ -659,5 +682,33 @@ impl<'a> Attach<'a> for FabricTransport<'a> {
         if let Some(i) = attached.iter().position(|r| r.mem().addr() as u64 == addr) {
             attached.swap_remove(i);
         }
+    }
+
+    /// Read 8 bytes of the control block of every rank this endpoint has not read from yet:
+    /// rxm connects the pair then, answered by the peer's progress (over software RoCE under
+    /// load, a first `lock_all` timed out connecting in the middle of an epoch).
+    fn warm_up(&self) -> Result<()> {
+        let ep = &self.res.ep;
+        for (r, t) in self.targets.iter().enumerate() {
+            if self.res.warmed.borrow().contains(&self.world[r]) {
+                continue;
+            }
+            let at = fi::Remote {
+                peer: t.peer,
+                addr: t.ctrl.base,
+                key: t.ctrl.key,
+            };
+            let live = || {
+                let gone = self.peers.job_alive().is_err() || self.peers.gone(r);
+                if gone {
+                    fi::Waiting::GiveUp
+                } else {
+                    fi::Waiting::Poll
+                }
+            };
+            ep.read(&mut [0u8; 8], at, &live).map_err(fi_err)?;
+            self.res.warmed.borrow_mut().insert(self.world[r]);
+        }
+        Ok(())
     }
 }

@@ -3,7 +3,7 @@
 //! over it later (or over part of it) publishes that registration's key instead of registering
 //! again.
 
-use super::fi_err;
+use super::names::fi_err;
 use super::resources::{Resources, resources};
 use crate::config::FabricConfig;
 use crate::error::Result;

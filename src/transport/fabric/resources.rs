@@ -10,15 +10,16 @@
 //! Per thread, not per process: the endpoint is driven by the thread that owns the windows
 //! (MPI_THREAD_FUNNELED), and the in-process test tier runs one world per thread.
 
-use super::atomics::{atomic_op, datatype};
-use super::fi_err;
-use super::served::Server;
+use super::names::fi_err;
+use super::names::{atomic_op, datatype};
+use super::server::Server;
 use crate::config::{Atomics, FabricConfig, MrMode, Progress};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::native::{Kind, NativeOps};
 use crate::protocol::reduce::Op;
 use onesided_fabric as fi;
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -30,6 +31,9 @@ pub(crate) struct Resources {
     pub(crate) native: NativeOps,
     /// Every accumulate is served by its target (`served.rs`).
     pub(crate) served: bool,
+    /// The world ranks this endpoint has read from: their pairs are connected
+    /// (`FabricTransport::warm_up`).
+    pub(crate) warmed: RefCell<HashSet<u32>>,
 }
 
 thread_local! {
@@ -73,7 +77,12 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
             "accumulates that run on the NIC (the others are served by the target, or emulated \
              under a lock)"
         );
-        let r = Rc::new(Resources { ep, native, served });
+        let r = Rc::new(Resources {
+            ep,
+            native,
+            served,
+            warmed: RefCell::default(),
+        });
         open.push((config.clone(), Rc::clone(&r)));
         Ok(r)
     })

@@ -10,48 +10,16 @@
 //! element costs one round trip either way; a run of elements costs the target a plain loop
 //! instead of a locked compare-and-swap per element.
 
-use super::{FabricTransport, fi_err};
+use super::FabricTransport;
+use super::names::fi_err;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::reduce::Elem;
 use crate::protocol::served::{self, Request, Status};
 use crate::transport::{AccOp, Accumulate, AccumulateMany, Space};
 use onesided_fabric as fi;
-use std::sync::Mutex;
 
 /// Most operand bytes of one call (whole elements of any type).
 const PIECE: usize = (fi::CALL_MAX - served::HEADER) / 8 * 8;
-
-/// The target side: every request to this endpoint applied under one lock.
-#[derive(Debug, Default)]
-pub(super) struct Server {
-    applying: Mutex<()>,
-}
-
-impl fi::Serve for Server {
-    fn serve(&self, request: &[u8], memory: &fi::Memory<'_>, answer: &mut Vec<u8>) {
-        let Some((r, operands)) = Request::decode(request) else {
-            return served::answer(Status::Malformed, answer);
-        };
-        let start = answer.len();
-        served::answer(Status::Done, answer);
-        // Applied in several holds, the whole run must lie in registered memory before any
-        // piece of it is applied (in one, its own update checks that).
-        let mut applied = !r.in_pieces() || memory.update(r.key, r.addr, r.len(), |_| ());
-        for (piece, at) in r.pieces() {
-            if !applied {
-                break;
-            }
-            let _held = self.applying.lock().unwrap_or_else(|p| p.into_inner());
-            applied = memory.update(piece.key, piece.addr, piece.len(), |target| {
-                piece.apply(&operands[at], target, answer);
-            });
-        }
-        if !applied {
-            answer.truncate(start);
-            served::answer(Status::Range, answer);
-        }
-    }
-}
 
 impl FabricTransport<'_> {
     /// One element's accumulate, served by `target`; the old value's bits.

@@ -21,18 +21,17 @@
 mod key;
 mod resources;
 
-#[cfg(have_libfabric)]
 use super::foreign;
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Part, Path, Pending,
-    Reach, Space, Transport, gets_in_flight, locked_accumulate, locked_accumulate_many, outside,
-    path_at, under_acc_lock, unserved,
+    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Opened, Part, Path,
+    Pending, Reach, Space, Transport, gets_in_flight, locked_accumulate, locked_accumulate_many,
+    outside, path_at, under_acc_lock, unserved,
 };
 use crate::config::VerbsConfig;
 use crate::error::{Error, ErrorClass, Result};
+use crate::peers::Peers;
 use crate::protocol::layout;
 use crate::protocol::reduce::{Elem, Op};
-use crate::wait::Peers;
 use crate::world::Comm;
 use key::VerbsKey;
 use onesided_shm::Mem;
@@ -113,7 +112,7 @@ struct Local<'a> {
 }
 
 fn open_local<'a>(
-    comm: &Comm,
+    world: &[u32],
     config: &VerbsConfig,
     ctrl: Mem<'static>,
     data: Mem<'a>,
@@ -125,9 +124,8 @@ fn open_local<'a>(
         0 => None,
         _ => Some(ep.register(data).map_err(ib_err)?),
     };
-    let mut qpns = Vec::with_capacity(comm.size());
-    for r in 0..comm.size() {
-        let peer = comm.world_rank(r)? as u32;
+    let mut qpns = Vec::with_capacity(world.len());
+    for &peer in world {
         qpns.push(match ep.connected(peer) {
             true => 0,
             false => ep.prepare(peer).map_err(ib_err)?,
@@ -149,56 +147,107 @@ fn open_local<'a>(
     })
 }
 
-impl<'a> VerbsTransport<'a> {
-    /// Collective over `comm`: register this rank's control block `ctrl` and window memory
-    /// `data`, prepare a queue pair for every rank not connected yet, exchange keys, port
-    /// addresses and queue pair numbers, and connect.
-    pub(crate) fn connect(
-        comm: &Comm,
-        config: &VerbsConfig,
-        ctrl: Mem<'static>,
-        data: Mem<'a>,
-        peers: Peers,
-    ) -> Result<VerbsTransport<'a>> {
-        let opened = open_local(comm, config, ctrl, data);
-        let key = opened.as_ref().map(|l| l.key.encode());
-        let keys = comm.agree_gather("opening verbs", key.as_deref().map_err(|e| *e));
-        let local = match (opened, keys) {
-            (Ok(local), Ok(keys)) => (local, keys),
-            (opened, keys) => {
-                if let Ok(l) = &opened {
-                    drop_prepared(comm, l);
-                }
-                return Err(keys.and(opened.map(drop)).unwrap_err());
-            }
-        };
-        let (local, keys) = local;
+/// Direct verbs opened on this rank for one window (its registrations, a queue pair prepared
+/// for every rank not connected yet), waiting for every rank's key. Dropped before it is taken,
+/// it disconnects the queue pairs it prepared.
+pub(crate) struct OpenedVerbs<'a> {
+    local: Local<'a>,
+    /// The queue pairs prepared for this window, disconnected unless it is taken.
+    prepared: Prepared,
+    /// The world rank of each rank of the window, and this rank's index.
+    world: Vec<u32>,
+    me: usize,
+    peers: Peers,
+    /// The ranks' keys, once connected.
+    keys: Vec<VerbsKey>,
+}
+
+/// Open direct verbs for a window of `comm`: register this rank's control block `ctrl` and
+/// window memory `data`, prepare a queue pair for every rank not connected yet. `peers` watches
+/// the ranks.
+pub(crate) fn open<'a>(
+    comm: &Comm,
+    config: &VerbsConfig,
+    ctrl: Mem<'static>,
+    data: Mem<'a>,
+    peers: Peers,
+) -> Result<OpenedVerbs<'a>> {
+    let world = comm.world_ranks();
+    let local = open_local(&world, config, ctrl, data)?;
+    let prepared = Prepared {
+        ep: local.ep.clone(),
+        peers: (local.key.qpns.iter().zip(&world))
+            .filter(|&(&qpn, _)| qpn != 0)
+            .map(|(_, &peer)| peer)
+            .collect(),
+    };
+    Ok(OpenedVerbs {
+        local,
+        prepared,
+        world,
+        me: comm.rank(),
+        peers,
+        keys: Vec::new(),
+    })
+}
+
+/// Queue pairs prepared for peers, disconnected on drop unless kept.
+struct Prepared {
+    ep: Rc<ib::Endpoint>,
+    peers: Vec<u32>,
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        for &peer in &self.peers {
+            self.ep.disconnect(peer);
+        }
+    }
+}
+
+impl<'a> Opened<'a> for OpenedVerbs<'a> {
+    fn key(&self) -> Vec<u8> {
+        self.local.key.encode()
+    }
+
+    /// Queue pairs need no warming: they are connected by [`Opened::connect`].
+    fn fresh(&self) -> bool {
+        false
+    }
+
+    /// Connect every queue pair prepared to the one its peer prepared for this rank.
+    fn connect(&mut self, keys: &[Vec<u8>]) -> Result<()> {
         let keys = keys
             .iter()
             .map(|k| VerbsKey::decode(k))
-            .collect::<Result<Vec<VerbsKey>>>();
-        let connected = keys.and_then(|keys| connect_all(comm, &local, &keys).map(|()| keys));
-        let keys = match comm.agree("connecting verbs queue pairs", connected) {
-            Ok(keys) => keys,
-            Err(e) => {
-                drop_prepared(comm, &local);
-                return Err(e);
-            }
-        };
+            .collect::<Result<Vec<VerbsKey>>>()?;
+        connect_all(&self.world, self.me, &self.local, &keys)?;
+        self.keys = keys;
+        Ok(())
+    }
+
+    fn into_transport(self: Box<Self>) -> Box<dyn Attach<'a> + 'a> {
+        let OpenedVerbs {
+            local,
+            mut prepared,
+            world,
+            peers,
+            keys,
+            ..
+        } = *self;
+        prepared.peers.clear();
         let atomics = keys.iter().all(|k| k.atomics);
         let targets = keys
             .iter()
-            .enumerate()
-            .map(|(r, k)| {
-                Ok(Target {
-                    peer: comm.world_rank(r)? as u32,
-                    ctrl: Span::of(k.ctrl, layout::ctrl_block(keys.len())),
-                    data: Span::of(k.data, k.len),
-                })
+            .zip(&world)
+            .map(|(k, &peer)| Target {
+                peer,
+                ctrl: Span::of(k.ctrl, layout::ctrl_block(keys.len())),
+                data: Span::of(k.data, k.len),
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect();
         let ep = local.ep;
-        Ok(VerbsTransport {
+        Box::new(VerbsTransport {
             caps: Caps {
                 name: "verbs",
                 reach: Reach::Any,
@@ -223,7 +272,9 @@ impl<'a> VerbsTransport<'a> {
             ep,
         })
     }
+}
 
+impl<'a> VerbsTransport<'a> {
     /// `target`, or MPI_ERR_RANK.
     #[inline]
     fn target(&self, target: usize) -> Result<&Target> {
@@ -336,25 +387,12 @@ impl<'a> VerbsTransport<'a> {
             .ep
             .start_atomics(peer, &ops, &|| self.alive(target))
             .map_err(ib_err)?;
-        Ok(Pending::Verbs(target, t))
-    }
-}
-
-/// Drop the queue pairs this rank prepared for a window whose connection failed somewhere, so
-/// that both ends of every pair agree on whether they are connected.
-fn drop_prepared(comm: &Comm, local: &Local<'_>) {
-    for (r, &qpn) in local.key.qpns.iter().enumerate() {
-        if qpn != 0
-            && let Ok(peer) = comm.world_rank(r)
-        {
-            local.ep.disconnect(peer as u32);
-        }
+        Ok(Pending::Started(target, Box::new(t)))
     }
 }
 
 /// Connect every queue pair this rank prepared to the one its peer prepared for it.
-fn connect_all(comm: &Comm, local: &Local<'_>, keys: &[VerbsKey]) -> Result<()> {
-    let me = comm.rank();
+fn connect_all(world: &[u32], me: usize, local: &Local<'_>, keys: &[VerbsKey]) -> Result<()> {
     for (r, k) in keys.iter().enumerate() {
         let mine = local.key.qpns[r];
         let theirs = k.qpns.get(me).copied().unwrap_or(0);
@@ -365,8 +403,7 @@ fn connect_all(comm: &Comm, local: &Local<'_>, keys: &[VerbsKey]) -> Result<()> 
             ));
         }
         if mine != 0 {
-            let peer = comm.world_rank(r)? as u32;
-            local.ep.connect(peer, k.port, theirs).map_err(ib_err)?;
+            local.ep.connect(world[r], k.port, theirs).map_err(ib_err)?;
         }
     }
     Ok(())
@@ -497,7 +534,7 @@ impl Transport for VerbsTransport<'_> {
             .ep
             .start_read(peer, dst.len(), from, &|| self.alive(target))
             .map_err(ib_err)?;
-        Ok(Pending::Verbs(target, t))
+        Ok(Pending::Started(target, Box::new(t)))
     }
 
     /// Every get in flight together, then each completed in turn.
@@ -541,23 +578,24 @@ impl Transport for VerbsTransport<'_> {
     fn test(&self, pending: &Pending) -> Result<bool> {
         Ok(match pending {
             Pending::Done => true,
-            Pending::Verbs(target, t) => {
+            Pending::Started(target, t) => {
+                let t = t
+                    .downcast_ref::<ib::Ticket>()
+                    .ok_or_else(|| foreign("verbs"))?;
                 self.ep.test(t).map_err(ib_err)? || self.alive(*target) == ib::Waiting::GiveUp
             }
-            #[cfg(have_libfabric)]
-            Pending::Fabric(..) => return Err(foreign("verbs")),
         })
     }
 
     fn finish(&self, pending: Pending, out: Option<&mut [u8]>) -> Result<()> {
         match pending {
             Pending::Done => Ok(()),
-            Pending::Verbs(target, t) => self
-                .ep
-                .finish(t, out, &|| self.alive(target))
-                .map_err(ib_err),
-            #[cfg(have_libfabric)]
-            Pending::Fabric(..) => Err(foreign("verbs")),
+            Pending::Started(target, t) => {
+                let t = t.downcast::<ib::Ticket>().map_err(|_| foreign("verbs"))?;
+                self.ep
+                    .finish(*t, out, &|| self.alive(target))
+                    .map_err(ib_err)
+            }
         }
     }
 }

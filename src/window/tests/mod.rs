@@ -2,9 +2,14 @@
 //! (`world::inproc`), running the production window code (creation over a node segment,
 //! epochs, lock words, the shared-memory transport's copies and atomics). Each test asserts
 //! values that only the semantics it names can give; the multi-process trials of
-//! `tests/ranks` stay for what needs processes.
+//! `cli/tests/ranks` stay for what needs processes. Every test runs twice: over shared memory,
+//! whose operations complete when issued, then with every target through a transport whose
+//! data completes only at a flush (`transport::deferred`, as a NIC's), so that a flush the
+//! window forgets shows as a wrong value.
 
 mod atomics;
+mod creation;
+mod deferral;
 mod errors;
 mod fence;
 mod passive;
@@ -15,7 +20,7 @@ use crate::error::{ErrorClass, Result};
 use crate::info::Info;
 use crate::protocol::layout;
 use crate::protocol::lockword::Amo;
-use crate::transport::Space;
+use crate::transport::{Space, deferred};
 use crate::world::{Comm, World, inproc};
 
 /// The flavors whose memory onesided allocates (create windows need processes).
@@ -41,19 +46,29 @@ fn window(
 }
 
 /// Run `body` on `n` ranks, each with a window of `flavor` of `slots` zeroed `u64`s (unit 8),
-/// which is freed after `body` (and must free cleanly); the results in rank order.
+/// which is freed after `body` (and must free cleanly): over shared memory, then again with
+/// every target through the transport whose data completes at flush
+/// (`transport::deferred`); the results of the second run, in rank order.
 fn with_window<R: Send>(
     n: usize,
     flavor: Flavor,
     slots: usize,
     body: impl Fn(&World, &Window<'static>) -> R + Sync,
 ) -> Vec<R> {
-    inproc::run(n, |world| {
-        let win = window(&world, flavor, 8 * slots, 8, &Info::new()).unwrap();
-        let out = body(&world, &win);
-        win.free().unwrap();
-        out
-    })
+    let run = |deferred: bool| {
+        inproc::run(n, |world| {
+            deferred::defer_data(deferred);
+            let win = window(&world, flavor, 8 * slots, 8, &Info::new()).unwrap();
+            let want = if deferred { "deferred" } else { "shm" };
+            assert_eq!(win.transport_name((win.rank() + 1) % n).unwrap(), want);
+            let out = body(&world, &win);
+            win.free().unwrap();
+            deferred::defer_data(false);
+            out
+        })
+    };
+    run(false);
+    run(true)
 }
 
 /// This rank's window memory as `slots` `u64`s.

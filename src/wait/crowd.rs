@@ -1,0 +1,62 @@
+//! Whether this node is crowded: more ranks than CPUs. A waiter on a crowded node yields at once
+//! instead of spinning, since the rank it waits for may need the very CPU it would spin on.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Yields of a waiter on a crowded node before it sleeps.
+pub(super) const CROWDED_YIELDS: u32 = 64;
+
+/// Whether this node runs more ranks than it has CPUs ([`set_crowded`]).
+static CROWDED: AtomicBool = AtomicBool::new(false);
+
+/// Records how many ranks of the job run on this node. When they outnumber its CPUs, waiters
+/// yield at once instead of spinning first: the rank they wait for may need the very CPU they
+/// would spin on (8 ranks on 2 cores fence three times faster that way).
+pub(crate) fn set_crowded(ranks_on_node: usize) {
+    let crowded = ranks_on_node > online_cpus();
+    tracing::debug!(
+        ranks_on_node,
+        crowded,
+        "waiters spin only on an uncrowded node"
+    );
+    CROWDED.store(crowded, Ordering::Relaxed);
+}
+
+/// Whether this node runs more ranks than it has CPUs (see [`set_crowded`]).
+pub(crate) fn crowded() -> bool {
+    CROWDED.load(Ordering::Relaxed)
+}
+
+/// The CPUs online on this machine (not only those this process may use: ranks bound to one
+/// CPU each are not crowded).
+fn online_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| count_cpu_list(list.trim()))
+        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+        .unwrap_or(1)
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-3,8,10-11`.
+fn count_cpu_list(list: &str) -> Option<usize> {
+    list.split(',').try_fold(0, |n, part| {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+        Some(n + b.checked_sub(a)? + 1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(count_cpu_list("0-1"), Some(2));
+        assert_eq!(count_cpu_list("0"), Some(1));
+        assert_eq!(count_cpu_list("0-3,8,10-11"), Some(7));
+        assert_eq!(count_cpu_list("3-1"), None);
+        assert_eq!(count_cpu_list(""), None);
+        assert!(online_cpus() >= 1);
+    }
+}

@@ -1,0 +1,183 @@
+//! Waiting for other processes: spin, then yield, then sleep, and never forever.
+//!
+//! Eight ranks on two cores must all make progress, so a waiter spins only briefly before it
+//! yields the core, and then sleeps: on its own doorbell (a futex that the shared-memory
+//! transport rings after changing a control word), or in short naps where no doorbell exists.
+//! Where every rank has a CPU, a waiter for its own memory yields for a while before it sleeps,
+//! since waking costs more than the skew of a barrier.
+//! Whenever it sleeps it checks that the processes it waits for are alive, so a dead peer gives
+//! MPI_ERR_PROC_FAILED within a bounded time instead of a hang.
+
+use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::layout;
+use onesided_shm::{Mem, futex};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+mod crowd;
+mod pause;
+
+use crowd::CROWDED_YIELDS;
+pub(crate) use crowd::{crowded, set_crowded};
+use pause::Pause;
+
+/// Polls of a fabric between two yields of a waiter.
+const YIELD_EVERY: u32 = 16;
+/// How long one sleep lasts at most before the waiter looks again and checks its peers.
+pub(crate) const NAP: Duration = Duration::from_millis(10);
+
+/// What a wait needs of the transport it depends on: a way to drive its progress, and how to
+/// pace the waiter between looks.
+pub(crate) trait Progress {
+    /// Drives the transport's progress: this rank's operations and those it serves.
+    fn poll(&self) -> Result<()>;
+    /// How a waiter paces itself between looks.
+    fn pace(&self) -> Pace;
+}
+
+/// How a waiter paces itself between looks at what it waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pace {
+    /// Poll back to back: the transport needs target progress, so this waiter serves its
+    /// peers' operations while it waits (the rank it waits for may wait on this one).
+    Serve,
+    /// Spin, yield, then sleep on the control block's doorbell, which the writer rings.
+    Doorbell,
+    /// Spin, yield, then nap: nothing rings (a NIC writes the word).
+    Nap,
+}
+
+/// Wait until the 64-bit word at `offset` of this rank's control block `ctrl` satisfies `done`;
+/// returns its value. `watch` is called whenever the waiter has slept and the word is still not
+/// there: it returns an error when what the wait depends on can no longer happen.
+pub(crate) fn until(
+    ctrl: &Mem<'static>,
+    offset: usize,
+    done: impl Fn(u64) -> bool,
+    progress: &(impl Progress + ?Sized),
+    watch: &dyn Fn() -> Result<()>,
+) -> Result<u64> {
+    let range = |_| Error::new(ErrorClass::Intern, "control word outside the control block");
+    let word = ctrl.atomic_u64(offset).map_err(range)?;
+    let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(range)?;
+    let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range)?;
+    let backoff = Pause::patient();
+    let mut serving = Serving::new();
+    let mut nap = Duration::from_micros(50);
+    loop {
+        let v = word.load(Ordering::Acquire);
+        if done(v) {
+            return Ok(v);
+        }
+        progress.poll()?;
+        let pace = progress.pace();
+        if pace == Pace::Serve {
+            serving.pace(watch)?;
+            continue;
+        }
+        if !backoff.is_completed() {
+            backoff.snooze();
+            continue;
+        }
+        if pace == Pace::Doorbell {
+            sleepers.fetch_add(1, Ordering::SeqCst);
+            let ring = bell.load(Ordering::SeqCst);
+            if !done(word.load(Ordering::SeqCst)) {
+                futex::wait(bell, ring, NAP);
+            }
+            sleepers.fetch_sub(1, Ordering::SeqCst);
+            // Rung for another word (a later barrier round's slot): its signal may be next, so
+            // spin and yield again before sleeping, or every ring would pay for waking this
+            // rank.
+            if bell.load(Ordering::SeqCst) != ring {
+                backoff.reset();
+            }
+        } else {
+            // Nothing wakes this waiter (a NIC writes the word): naps that grow to a
+            // millisecond, so a long wait (a stopped or computing peer) costs no CPU to speak of.
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
+        let v = word.load(Ordering::Acquire);
+        if done(v) {
+            return Ok(v);
+        }
+        watch()?;
+    }
+}
+
+/// The pace of a waiter that serves the target side of a transport needing target progress,
+/// as MPI libraries do in blocking calls: polling back to back (no backoff) keeps the
+/// turnaround of other origins' operations at polling speed; on a crowded node a yield after
+/// each of the first polls, then after every few, lets the other ranks run (the one waited for
+/// may need this very CPU). `watch` is called every [`NAP`].
+struct Serving {
+    polls: u32,
+    checked: Instant,
+}
+
+impl Serving {
+    fn new() -> Serving {
+        Serving {
+            polls: 0,
+            checked: Instant::now(),
+        }
+    }
+
+    /// After one poll of the transport: yield where the node is crowded, watch the peers
+    /// every [`NAP`].
+    fn pace(&mut self, watch: &dyn Fn() -> Result<()>) -> Result<()> {
+        self.polls = self.polls.wrapping_add(1);
+        let every = self.polls.is_multiple_of(YIELD_EVERY);
+        if crowded() && (self.polls <= CROWDED_YIELDS || every) {
+            std::thread::yield_now();
+        }
+        if every && self.checked.elapsed() >= NAP {
+            watch()?;
+            self.checked = Instant::now();
+        }
+        Ok(())
+    }
+}
+
+/// Retry `attempt` until it returns `Some`, backing off between tries and calling `watch` while
+/// it waits (for waits on another rank's memory, such as a contended lock). Where `progress`
+/// needs target progress, the waiter serves its peers between
+/// tries instead of sleeping, since the rank it waits for may be waiting on this one's memory
+/// (a lock holder's get, put and release at a rank that contends for the lock itself).
+pub(crate) fn retry<T>(
+    progress: &(impl Progress + ?Sized),
+    watch: &dyn Fn() -> Result<()>,
+    mut attempt: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let backoff = Pause::new();
+    let mut nap = Duration::from_micros(20);
+    // Read the clock only once sleeping starts: an uncontended lock is one attempt.
+    let mut checked = None;
+    let mut serving = None;
+    loop {
+        if let Some(v) = attempt()? {
+            return Ok(v);
+        }
+        if !backoff.is_completed() {
+            backoff.snooze();
+            continue;
+        }
+        if progress.pace() == Pace::Serve {
+            let serving = serving.get_or_insert_with(Serving::new);
+            let end = Instant::now() + nap;
+            while Instant::now() < end {
+                progress.poll()?;
+                serving.pace(watch)?;
+            }
+        } else {
+            std::thread::sleep(nap);
+            let since = *checked.get_or_insert_with(Instant::now);
+            if since.elapsed() >= NAP {
+                watch()?;
+                checked = Some(Instant::now());
+            }
+        }
+        nap = (nap * 2).min(Duration::from_millis(1));
+    }
+}
