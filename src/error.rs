@@ -207,8 +207,9 @@ impl Error {
 
     /// An operating-system error while doing `what`.
     pub fn os(what: &str, err: std::io::Error) -> Error {
-        let class = match err.raw_os_error() {
-            Some(libc::ENOMEM) => ErrorClass::NoMem,
+        let class = match (err.raw_os_error(), err.kind()) {
+            (Some(libc::ENOMEM | libc::ENOSPC), _) => ErrorClass::NoMem,
+            (_, std::io::ErrorKind::OutOfMemory) => ErrorClass::NoMem,
             _ => ErrorClass::Other,
         };
         Error::new(class, format!("{what}: {err}")).caused_by(err)

@@ -11,8 +11,8 @@ use std::ptr::NonNull;
 
 use rustix::mm::{MapFlags, ProtFlags};
 
-/// `len` bytes of a file mapped shared, read-write and populated, at an address that is a
-/// multiple of the alignment asked for. Unmapped on drop.
+/// `len` bytes of a file mapped shared and read-write (populated where asked), at an address
+/// that is a multiple of the alignment asked for. Unmapped on drop.
 #[derive(Debug)]
 pub(crate) struct AlignedMap {
     ptr: NonNull<u8>,
@@ -27,8 +27,13 @@ unsafe impl Sync for AlignedMap {}
 
 impl AlignedMap {
     /// Maps the first `len` (non-zero) bytes of `file` at a multiple of `align`, a power of two
-    /// above the page size.
-    pub(crate) fn new(file: &File, len: usize, align: usize) -> io::Result<AlignedMap> {
+    /// above the page size; every page at once where `populate`.
+    pub(crate) fn new(
+        file: &File,
+        len: usize,
+        align: usize,
+        populate: bool,
+    ) -> io::Result<AlignedMap> {
         let page = rustix::param::page_size();
         let span = len
             .checked_next_multiple_of(page)
@@ -47,6 +52,10 @@ impl AlignedMap {
         let start = reserved as usize;
         let at = start.next_multiple_of(align);
         let end = at + len.next_multiple_of(page);
+        let flags = match populate {
+            true => MapFlags::SHARED | MapFlags::FIXED | MapFlags::POPULATE,
+            false => MapFlags::SHARED | MapFlags::FIXED,
+        };
         // SAFETY: `[at, at + len)` lies inside the reservation made above, which nothing else
         // uses, so MAP_FIXED replaces only address space this function owns.
         let mapped = unsafe {
@@ -54,7 +63,7 @@ impl AlignedMap {
                 reserved.wrapping_byte_add(at - start),
                 len,
                 ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED | MapFlags::FIXED | MapFlags::POPULATE,
+                flags,
                 file,
                 0,
             )
