@@ -5,9 +5,9 @@ use crate::liveness::Liveness;
 #[cfg(any(have_libfabric, test))]
 use crate::wait::NAP;
 use onesided_shm::process::Watch;
-use std::sync::Arc;
 #[cfg(any(have_libfabric, test))]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 #[cfg(any(have_libfabric, test))]
 use std::time::Instant;
 
@@ -24,13 +24,37 @@ pub(crate) fn pid_stopped(pid: u32) -> bool {
         .is_some_and(|state| state == "T" || state == "t")
 }
 
+/// The watches alive in this process, by process id: one per process, shared by every window
+/// that waits on it. A window of n ranks on a node would otherwise hold n - 1 descriptors
+/// (pidfds), and 10,000 windows of 4 ranks ran out of them.
+static WATCHES: Mutex<Vec<(u32, Weak<Watch>)>> = Mutex::new(Vec::new());
+
+/// The watch on process `pid`: the one some window holds already, else a new one. A watch
+/// made when the process was alive stays on it even if its pid is reused later, so a reused
+/// pid means a rank that is gone, which the job's liveness reports anyway.
+fn watch(pid: u32) -> Option<Arc<Watch>> {
+    let mut all = WATCHES.lock().unwrap_or_else(PoisonError::into_inner);
+    all.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(w) = all
+        .iter()
+        .find(|(p, _)| *p == pid)
+        .and_then(|(_, w)| w.upgrade())
+    {
+        return Some(w);
+    }
+    let w = Arc::new(Watch::new(pid).ok()?);
+    all.push((pid, Arc::downgrade(&w)));
+    Some(w)
+}
+
 /// The ranks a wait may depend on: their process ids where this node can watch them (0 for
 /// ranks on other nodes) and the job's failures, which cover every rank.
 #[derive(Debug, Clone)]
 pub(crate) struct Peers {
     pids: Vec<u32>,
-    /// A watch on each other process of this node (`None` for this process and other nodes').
-    watches: Arc<[Option<Watch>]>,
+    /// A watch on each other process of this node (`None` for this process and other nodes'),
+    /// shared with every other window watching it ([`watch`]).
+    watches: Arc<[Option<Arc<Watch>>]>,
     liveness: Arc<Liveness>,
     /// Whether a watched process was stopped when last looked at, and when that was (in
     /// milliseconds since `since`, plus 1; 0: never).
@@ -51,7 +75,7 @@ impl Peers {
             .map(|&pid| match pid {
                 0 => None,
                 pid if pid == me => None,
-                pid => Watch::new(pid).ok(),
+                pid => watch(pid),
             })
             .collect();
         Peers {
@@ -144,6 +168,39 @@ mod tests {
         liveness.fail(Some(1), "lost its connection");
         let e = remote.all_alive().unwrap_err();
         assert_eq!(e.message(), "rank 1 failed: lost its connection");
+    }
+
+    #[test]
+    fn windows_share_one_watch_per_process() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let liveness = Arc::new(Liveness::new());
+        let pids = vec![std::process::id(), child.id()];
+        let first = Peers::new(pids.clone(), liveness.clone());
+        let before = fds();
+        let more: Vec<Peers> = (0..100)
+            .map(|_| Peers::new(pids.clone(), liveness.clone()))
+            .collect();
+        assert_eq!(
+            fds(),
+            before,
+            "100 more windows watch the process with no descriptor"
+        );
+        let (a, b) = (&first.watches[1], &more[99].watches[1]);
+        assert!(
+            a.as_ref()
+                .zip(b.as_ref())
+                .is_some_and(|(a, b)| Arc::ptr_eq(a, b))
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            more[0].gone(1) && first.gone(1),
+            "every window sees it gone"
+        );
     }
 
     #[test]
