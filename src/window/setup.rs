@@ -343,9 +343,8 @@ fn agree_arguments(comm: &Comm, info: &Info, req: &Request<'_>, verbs: bool) -> 
             .finish(),
     };
     let all = comm.agree_gather("window creation", checked.as_ref().map(|_| &mine[..]));
-    let mut hints = checked?;
     let mut agreed = Agreed {
-        hints,
+        hints: checked?,
         extents: Vec::with_capacity(comm.size()),
         aligns: Vec::with_capacity(comm.size()),
         verbs_everywhere: verbs,
@@ -353,7 +352,7 @@ fn agree_arguments(comm: &Comm, info: &Info, req: &Request<'_>, verbs: bool) -> 
     for bytes in all? {
         let mut d = Dec::new(&bytes);
         let flags = d.u64()?;
-        hints.same_op &= flags & 1 != 0;
+        agreed.hints.same_op &= flags & 1 != 0;
         agreed.verbs_everywhere &= flags & 2 != 0;
         if d.is_empty() {
             agreed.extents.push(Extent {
@@ -369,7 +368,6 @@ fn agree_arguments(comm: &Comm, info: &Info, req: &Request<'_>, verbs: bool) -> 
         });
         agreed.aligns.push(d.usize()?);
     }
-    agreed.hints = hints;
     Ok(agreed)
 }
 
@@ -497,7 +495,8 @@ struct Keys {
     shm: Vec<Option<ShmKey>>,
     /// The network transport's keys of every rank (empty without one).
     net: Vec<Vec<u8>>,
-    /// Whether some rank meets another for the first time ([`Opened::fresh`](crate::transport::Opened::fresh)).
+    /// Whether some rank meets another for the first time
+    /// ([`Opened::fresh`](crate::transport::Opened::fresh)).
     fresh: bool,
 }
 
@@ -688,11 +687,7 @@ struct Parts<'a> {
 fn assemble<'a>(comm: &Comm, p: Parts<'a>, forced: bool, collectives: u64) -> Result<Window<'a>> {
     let me = comm.rank();
     let caps: Vec<&Caps> = std::iter::once(p.shm.caps())
-        .chain(
-            p.others
-                .iter()
-                .map(|t| (t.as_ref() as &dyn Transport).caps()),
-        )
+        .chain(p.others.iter().map(|t| t.caps()))
         .collect();
     let skip = usize::from(forced && caps.len() > 1);
     let on_node = |r: usize| p.node.contains(&r);

@@ -197,6 +197,13 @@ struct Prepared {
     peers: Vec<u32>,
 }
 
+impl Prepared {
+    /// The window keeps the queue pairs: nothing is disconnected on drop.
+    fn keep(&mut self) {
+        self.peers.clear();
+    }
+}
+
 impl Drop for Prepared {
     fn drop(&mut self) {
         for &peer in &self.peers {
@@ -235,7 +242,7 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
             keys,
             ..
         } = *self;
-        prepared.peers.clear();
+        prepared.keep();
         let atomics = keys.iter().all(|k| k.atomics);
         let targets = keys
             .iter()
