@@ -29,11 +29,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// `onesided run` sizes them (`FI_OFI_RXM_BUFFER_SIZE`) carry in one piece.
 pub const BODY_MAX: usize = (32 << 10) + 64;
 /// Kind, sender's rank, call number, body length.
-const ENVELOPE: usize = 24;
+pub(crate) const ENVELOPE: usize = 24;
 /// Bytes of one posted receive.
 const SLOT: usize = ENVELOPE + BODY_MAX;
 /// Receives posted per port.
-const SLOTS: usize = 8;
+pub(crate) const SLOTS: usize = 8;
 /// The flag of a receive's context.
 pub(crate) const RECEIVE: Context = 1 << 63;
 /// The flag of a receive posted on the serving port (else on the issuing one).

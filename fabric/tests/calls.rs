@@ -1,6 +1,6 @@
 //! Calls between two endpoints of one process over the real tcp (tcp;ofi_rxm) and shm
 //! providers: the callee's handler reaches its registered memory by key and range and answers;
-//! small calls (injected) and large ones (tracked) both come back, a range no region holds is
+//! small calls (injected) and large ones (tracked) both come back, several at once in order, a range no region holds is
 //! refused without touching memory, and a provider that demands registered local buffers
 //! refuses to serve calls.
 #![cfg(have_libfabric)]
@@ -49,6 +49,30 @@ fn run(provider: &str) {
     assert_eq!(old, ones, "{provider}: large call, again");
     let too_long = vec![0u8; CALL_MAX];
     assert!(a.call(to_b, 0, &[&head(0), &too_long], &live).is_err());
+
+    // Ten calls at once (more than are kept in flight), to words of their own and twice to
+    // one word: the answers come in the order of the bodies, and the shared word saw both.
+    let three = 3u64.to_le_bytes();
+    let heads: Vec<Vec<u8>> = (0..10u64)
+        .map(|i| head(40_000 + 8 * if i == 9 { 0 } else { i }))
+        .collect();
+    let parts: Vec<[&[u8]; 2]> = heads.iter().map(|h| [&h[..], &three[..]]).collect();
+    let bodies: Vec<&[&[u8]]> = parts.iter().map(|p| &p[..]).collect();
+    let answers = a.calls(to_b, 0, &bodies, 4, &live).unwrap();
+    assert_eq!(answers.len(), 10);
+    for (i, old) in answers.iter().take(9).enumerate() {
+        assert_eq!(old, &0u64.to_le_bytes(), "{provider}: call {i} of ten");
+    }
+    assert_eq!(
+        answers[9],
+        3u64.to_le_bytes(),
+        "{provider}: served after the first"
+    );
+    region.mem().read(40_000, &mut word).unwrap();
+    assert_eq!(u64::from_le_bytes(word), 6);
+    let start = head(0);
+    let long = [&[&start[..], &too_long[..]][..]];
+    assert!(a.calls(to_b, 0, &long, 4, &live).is_err());
 
     // Past the region's end: refused, nothing written.
     let past = a.call(to_b, 0, &[&head((1 << 16) - 8), &[1u8; 16]], &live);

@@ -17,6 +17,7 @@ use crate::config::{Atomics, FabricConfig, MrMode, Progress};
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::native::{Kind, NativeOps};
 use crate::protocol::reduce::Op;
+use crate::protocol::served;
 use onesided_fabric as fi;
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -31,6 +32,8 @@ pub(crate) struct Resources {
     pub(crate) native: NativeOps,
     /// Every accumulate is served by its target (`served.rs`).
     pub(crate) served: bool,
+    /// Most operand bytes of one served call ([`piece_max`]).
+    pub(crate) call_piece: usize,
     /// The world ranks this endpoint has read from: their pairs are connected
     /// (`FabricTransport::warm_up`).
     pub(crate) warmed: RefCell<HashSet<u32>>,
@@ -38,6 +41,13 @@ pub(crate) struct Resources {
 
 thread_local! {
     static OPEN: RefCell<Vec<(FabricConfig, Rc<Resources>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Most operand bytes of one served call (whole elements of any type) whose message takes at
+/// most `eager` bytes of body: one message of the provider's eager protocol
+/// (`Endpoint::call_eager_max`), at least one element.
+fn piece_max(eager: usize) -> usize {
+    (eager.saturating_sub(served::HEADER) / 8 * 8).max(8)
 }
 
 /// This thread's resources for `config`, opened at the first window that needs them.
@@ -77,10 +87,12 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
             "accumulates that run on the NIC (the others are served by the target, or emulated \
              under a lock)"
         );
+        let call_piece = piece_max(ep.call_eager_max());
         let r = Rc::new(Resources {
             ep,
             native,
             served,
+            call_piece,
             warmed: RefCell::default(),
         });
         open.push((config.clone(), Rc::clone(&r)));
