@@ -78,32 +78,29 @@ impl FabricTransport<'_> {
 
     /// `call.op` with `operands` to the elements at `call.offset` of the target's space, in
     /// calls of `call.piece` bytes; the old bytes into `fetched` when given.
-    fn call(&self, call: &Calls, operands: &[u8], mut fetched: Option<&mut [u8]>) -> Result<()> {
+    fn call(&self, call: &Calls, operands: &[u8], fetched: Option<&mut [u8]>) -> Result<()> {
         let (target, fetch) = (call.target, fetched.is_some());
         let mut heads = Vec::new();
-        let mut peer = None;
-        for start in (0..operands.len()).step_by(call.piece) {
-            let n = call.piece.min(operands.len() - start);
-            let to = self.at(target, call.space, call.offset + start, n)?;
-            peer = Some(to.peer);
+        for (i, ops) in operands.chunks(call.piece).enumerate() {
+            let to = self.at(target, call.space, call.offset + i * call.piece, ops.len())?;
             let request = Request {
                 elem: call.elem,
                 op: call.op,
                 fetch,
-                count: n / call.elem.size(),
+                count: ops.len() / call.elem.size(),
                 key: to.key,
                 addr: to.addr,
                 hold: call.hold,
             };
-            heads.push(request.header());
+            heads.push((to.peer, request.header()));
         }
-        let Some(peer) = peer else {
+        let Some(&(peer, _)) = heads.first() else {
             return Ok(());
         };
         let parts: Vec<[&[u8]; 2]> = heads
             .iter()
             .zip(operands.chunks(call.piece))
-            .map(|(h, ops)| [&h[..], ops])
+            .map(|((_, h), ops)| [&h[..], ops])
             .collect();
         let bodies: Vec<&[&[u8]]> = parts.iter().map(|p| &p[..]).collect();
         let live = || self.alive(target);
@@ -118,7 +115,8 @@ impl FabricTransport<'_> {
                 format!("rank {target} answered an accumulate with {what}"),
             )
         };
-        for (i, msg) in answers.iter().enumerate() {
+        let mut outs = fetched.map(|f| f.chunks_mut(call.piece));
+        for msg in &answers {
             let (status, old) = served::read_answer(msg).ok_or_else(|| refused("no answer"))?;
             match status {
                 Status::Done => {}
@@ -132,13 +130,11 @@ impl FabricTransport<'_> {
                 }
                 Status::Malformed => return Err(refused("\"malformed\"")),
             }
-            if let Some(f) = fetched.as_deref_mut() {
-                let start = i * call.piece;
-                let end = (start + call.piece).min(f.len());
-                if old.len() != end.saturating_sub(start) {
-                    return Err(refused("old values of the wrong length"));
+            if let Some(outs) = outs.as_mut() {
+                match outs.next() {
+                    Some(out) if out.len() == old.len() => out.copy_from_slice(old),
+                    _ => return Err(refused("old values of the wrong length")),
                 }
-                f[start..end].copy_from_slice(old);
             }
         }
         Ok(())
