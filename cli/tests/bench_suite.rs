@@ -531,6 +531,7 @@ fn bench_all_json_is_one_document_of_every_test() {
         ("get_acc_latency", 2),
         ("fop_latency", 2),
         ("cas_latency", 2),
+        ("notify_latency", 2),
         ("memcpy_bw", 1),
         ("atomic_pingpong", 2),
         ("fence_latency", 4),

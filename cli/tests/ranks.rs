@@ -44,6 +44,8 @@ mod harness;
 mod hints;
 #[path = "ranks/noncontig.rs"]
 mod noncontig;
+#[path = "ranks/notify.rs"]
+mod notify;
 #[path = "ranks/passive.rs"]
 mod passive;
 #[path = "ranks/pm.rs"]
@@ -418,6 +420,8 @@ static SCENARIOS: &[Scenario] = &[
     flavored("atomics::cas_claims", atomics::cas_claims, &[3]),
     flavored("atomics::ops_and_types", atomics::ops_and_types, &[2, 3]),
     flavored("atomics::vectors", atomics::vectors, &[3]),
+    flavored("notify::producers", notify::producers, &[2, 4]),
+    flavored("notify::epochs", notify::epochs, &[2, 3]),
     flavored("pscw::ring", pscw::ring, &[2, 3, 8]),
     flavored("pscw::many_to_one", pscw::many_to_one, &[2, 4]),
     flavored("pscw::target_computes", pscw::target_computes, &[2]),
@@ -578,6 +582,11 @@ static SCENARIOS: &[Scenario] = &[
             failure::pscw_partner_dies,
             &[3],
         )
+    },
+    Scenario {
+        flavors: &[Flavor::Allocate],
+        expect: killed(last, true),
+        ..scenario("failure::notifier_dies", failure::notifier_dies, &[3])
     },
     Scenario {
         flavors: &[Flavor::Allocate, Flavor::Create],

@@ -96,7 +96,10 @@ impl Endpoint {
             started.push(self.start_write(parts[i].0, to, keep_waiting)?);
             Ok(())
         };
-        let way = Way::Write { inject: false };
+        let way = Way::Write {
+            inject: false,
+            data: None,
+        };
         // SAFETY: every `src` is borrowed until this call returns, after the waits of `post_all`.
         let mut first = unsafe { self.post_all(way, spans, stage, keep_waiting) };
         for ticket in started {
@@ -127,7 +130,10 @@ impl Endpoint {
                 return Ok(());
             }
             if way != Way::Read && len <= self.inject {
-                let inject = Way::Write { inject: true };
+                let inject = Way::Write {
+                    inject: true,
+                    data: None,
+                };
                 let mut rma = [range(to, len)];
                 let desc = ptr::null_mut();
                 self.rma_msg(

@@ -20,6 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// The handler of the data peers' writes carry ([`crate::Endpoint::on_remote_data`]).
+pub(crate) type RemoteData = Arc<dyn Fn(u64) + Send + Sync>;
+
 /// How long one wait on the serving queue blocks (a `poll` of its file descriptor and the
 /// doorbell, or `fi_cq_sread`) before the thread looks again at its own operations, its stop
 /// flag and the owner's activity, unless every peer rings the doorbell ([`ASIDE`]).
@@ -97,6 +100,8 @@ pub(crate) struct Core {
     pub(crate) far: AtomicBool,
     /// The calls peers make and this endpoint makes, once it serves them (`mail.rs`).
     pub(crate) mail: OnceLock<Mail>,
+    /// What the data of a peer's write that carries some goes to.
+    pub(crate) remote: OnceLock<RemoteData>,
     /// Registrations of callers' buffers, kept while their memory lives (`cache.rs`).
     pub(crate) cache: Cache,
 }
@@ -338,8 +343,8 @@ impl Core {
         if let Some(mail) = self.mail.get() {
             mail.retry(&self.track);
         }
-        let mut entries = [sys::fi_cq_entry::default(); BATCH];
-        // SAFETY: the queue is open; `entries` has room for BATCH FI_CQ_FORMAT_CONTEXT entries.
+        let mut entries = [sys::fi_cq_data_entry::default(); BATCH];
+        // SAFETY: the queue is open; `entries` has room for BATCH FI_CQ_FORMAT_DATA entries.
         let ret = unsafe { sys::fi_cq_read(self.out.cq, entries.as_mut_ptr().cast(), BATCH) };
         self.settle(ret, &entries, slot)
     }
@@ -350,15 +355,15 @@ impl Core {
         let Some(serve) = &self.serve else {
             return;
         };
-        let mut entries = [sys::fi_cq_entry::default(); BATCH];
-        // SAFETY: the queue is open; `entries` has room for BATCH FI_CQ_FORMAT_CONTEXT entries.
+        let mut entries = [sys::fi_cq_data_entry::default(); BATCH];
+        // SAFETY: the queue is open; `entries` has room for BATCH FI_CQ_FORMAT_DATA entries.
         let ret = unsafe { sys::fi_cq_read(serve.cq, entries.as_mut_ptr().cast(), BATCH) };
         self.served(serve, ret, &entries);
     }
 
     /// Handle what one read of the serving queue returned: `ret` entries, or an error entry
     /// waiting (receives only: nothing is issued on that port).
-    fn served(&self, serve: &Port, ret: isize, entries: &[sys::fi_cq_entry]) {
+    fn served(&self, serve: &Port, ret: isize, entries: &[sys::fi_cq_data_entry]) {
         if ret == -(sys::FI_EAVAIL as isize) {
             let mut err = sys::fi_cq_err_entry::default();
             // SAFETY: the queue is open; `err` is a valid out-parameter with no provider buffer.
@@ -369,8 +374,22 @@ impl Core {
         }
         let n = usize::try_from(ret).unwrap_or(0).min(entries.len());
         for e in &entries[..n] {
-            self.receive(e.op_context as Context, false);
+            if !self.remote_data(e) {
+                self.receive(e.op_context as Context, false);
+            }
         }
+    }
+
+    /// Hand the data of a peer's write that carried some (`FI_REMOTE_CQ_DATA`) to the
+    /// endpoint's handler ([`crate::Endpoint::on_remote_data`]); whether `e` was such an entry.
+    fn remote_data(&self, e: &sys::fi_cq_data_entry) -> bool {
+        if e.flags & sys::FI_REMOTE_CQ_DATA as u64 == 0 {
+            return false;
+        }
+        if let Some(handle) = self.remote.get() {
+            handle(e.data);
+        }
+        true
     }
 
     /// Hand a receive's completion (`failed`: with an error) to the calls; anything else
@@ -395,7 +414,7 @@ impl Core {
         {
             return;
         }
-        let mut entries = [sys::fi_cq_entry::default(); BATCH];
+        let mut entries = [sys::fi_cq_data_entry::default(); BATCH];
         // SAFETY: as in `poll`; the condition argument may be NULL.
         let ret = unsafe {
             sys::fi_cq_sread(
@@ -428,7 +447,7 @@ impl Core {
     fn settle(
         &self,
         ret: isize,
-        entries: &[sys::fi_cq_entry],
+        entries: &[sys::fi_cq_data_entry],
         slot: Option<(Slot, &mut Option<u64>)>,
     ) -> Option<Outcome<Staged>> {
         if ret == -(sys::FI_EAVAIL as isize) {
@@ -446,9 +465,12 @@ impl Core {
         // Dropped after the lock is given back; no allocation unless a settle hands one back.
         let mut freed = Vec::new();
         let mut received = false;
+        let mut remote = false;
         for e in &entries[..n] {
             let ctx = e.op_context as Context;
-            if ctx & RECEIVE != 0 {
+            if e.flags & sys::FI_REMOTE_CQ_DATA as u64 != 0 {
+                remote = true;
+            } else if ctx & RECEIVE != 0 {
                 received = true;
             } else if let Some(k) = track.settle(ctx, None) {
                 freed.push(k);
@@ -460,10 +482,10 @@ impl Core {
         let out = slot.and_then(|s| track.take(s));
         drop(track);
         drop(freed);
-        if received {
+        if received || remote {
             for e in &entries[..n] {
                 let ctx = e.op_context as Context;
-                if ctx & RECEIVE != 0 {
+                if !self.remote_data(e) && ctx & RECEIVE != 0 {
                     self.receive(ctx, false);
                 }
             }

@@ -59,6 +59,10 @@ pub struct Endpoint {
     pub(crate) local_mr: bool,
     /// Whether `fi_atomic` has read its operands when it completes ([`Endpoint::plain_atomics`]).
     plain_atomics: bool,
+    /// Whether writes and atomics to a peer land in order ([`Endpoint::orders_writes`]).
+    orders_writes: bool,
+    /// Bits of data a write may carry to the peer ([`Endpoint::remote_data_bits`]).
+    pub(crate) remote_data_bits: u32,
     pub(crate) inject: usize,
     pub(crate) delivery: u64,
     pub(crate) max_msg: usize,
@@ -117,6 +121,7 @@ impl Endpoint {
             near: AtomicBool::new(false),
             far: AtomicBool::new(false),
             mail: OnceLock::new(),
+            remote: OnceLock::new(),
             cache: Cache::default(),
         };
         let core = Arc::new(core);
@@ -147,6 +152,8 @@ impl Endpoint {
         Ok(Endpoint {
             local_mr: p.mr_mode().contains(MrMode::LOCAL),
             plain_atomics: p.name() != "shm",
+            orders_writes: p.orders_writes(),
+            remote_data_bits: 8 * p.remote_data_bytes() as u32,
             inject: p.inject_size(),
             delivery: if p.delivery_complete() {
                 sys::FI_DELIVERY_COMPLETE as u64
@@ -189,6 +196,30 @@ impl Endpoint {
     /// the suite's exact counts), so every atomic there fetches.
     pub fn plain_atomics(&self) -> bool {
         self.plain_atomics
+    }
+
+    /// Whether a write and a later atomic to the same peer land there in that order, the
+    /// write's data before the atomic's effect, whatever the write's size
+    /// ([`crate::Provider::orders_writes`]): an atomic that tells the peer the data is there
+    /// then needs no flush before it.
+    pub fn orders_writes(&self) -> bool {
+        self.orders_writes
+    }
+
+    /// Bits of data a write may carry to its peer ([`Endpoint::write_notify`]): 64 over tcp and
+    /// shm, 32 over verbs (the immediate data), 0 where the provider carries none.
+    pub fn remote_data_bits(&self) -> u32 {
+        self.remote_data_bits
+    }
+
+    /// Hand the data of every peer's [`Endpoint::write_notify`] to `handle`, on whichever
+    /// thread reads its completion (the progress thread, mostly): set once, before any peer
+    /// writes with data; a second handler is refused (EBUSY).
+    pub fn on_remote_data(&self, handle: Arc<dyn Fn(u64) + Send + Sync>) -> Result<(), FiError> {
+        self.core
+            .remote
+            .set(handle)
+            .map_err(|_| FiError::new("remote data handler", -(libc::EBUSY as i64)))
     }
 
     /// The node runs more processes than it has CPUs: a wait yields the core from its first

@@ -30,8 +30,9 @@ const RESULT: usize = 128;
 pub(crate) enum Way {
     /// From the peer.
     Read,
-    /// To the peer; `inject`: copied by the provider and counted only (no slot).
-    Write { inject: bool },
+    /// To the peer; `inject`: copied by the provider and counted only (no slot); `data`:
+    /// delivered to the peer's completion queue once the write is there (`FI_REMOTE_CQ_DATA`).
+    Write { inject: bool, data: Option<u64> },
 }
 
 impl Endpoint {
@@ -92,8 +93,42 @@ impl Endpoint {
         to: Remote,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
+        self.write_with(src, to, None, keep_waiting)
+    }
+
+    /// [`Endpoint::write`] in one operation that delivers `data` to the peer once `src` is in
+    /// its memory: its handler ([`Endpoint::on_remote_data`]) gets it from the completion the
+    /// write makes there. Only where the provider carries such data
+    /// ([`Endpoint::remote_data_bits`]) and `src` fits one operation (EINVAL otherwise).
+    pub fn write_notify(
+        &self,
+        src: &[u8],
+        to: Remote,
+        data: u64,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<(), FiError> {
+        if self.remote_data_bits == 0 || src.len() > self.step() {
+            return Err(invalid("fi_writedata"));
+        }
+        self.write_with(src, to, Some(data), keep_waiting)
+    }
+
+    /// [`Endpoint::write`], the last piece carrying `data` where there is some.
+    fn write_with(
+        &self,
+        src: &[u8],
+        to: Remote,
+        data: Option<u64>,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<(), FiError> {
         if src.len() <= self.inject {
-            return self.inject(src, to, keep_waiting);
+            let way = Way::Write { inject: true, data };
+            let (buf, len) = (src.as_ptr() as usize, src.len());
+            let mut rma = [range(to, len)];
+            let null = ptr::null_mut();
+            return self
+                .rma_msg(way, buf, len, null, to.peer, &mut rma, None, keep_waiting)
+                .map(drop);
         }
         // SAFETY: `src` is borrowed until this call returns, after the waits below.
         let lent = unsafe { self.lend(src.as_ptr() as usize, src.len())? };
@@ -109,7 +144,21 @@ impl Endpoint {
         let mut slots = Vec::new();
         let posted = (0..len).step_by(step).try_for_each(|at| {
             let n = step.min(len - at);
-            let s = self.rma_write(from + at, n, desc, to.at(at), None, false, keep_waiting)?;
+            let way = Way::Write {
+                inject: false,
+                data: data.filter(|_| at + n == len),
+            };
+            let mut rma = [range(to.at(at), n)];
+            let s = self.rma_msg(
+                way,
+                from + at,
+                n,
+                desc,
+                to.peer,
+                &mut rma,
+                None,
+                keep_waiting,
+            )?;
             slots.extend(s);
             Ok(())
         });
@@ -198,7 +247,7 @@ impl Endpoint {
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Option<Slot>, FiError> {
         let mut rma = [range(to, len)];
-        let way = Way::Write { inject };
+        let way = Way::Write { inject, data: None };
         self.rma_msg(way, buf, len, desc, to.peer, &mut rma, keep, keep_waiting)
     }
 
@@ -265,10 +314,22 @@ impl Endpoint {
         let done = sys::FI_COMPLETION as u64;
         let (name, flags, slot) = match way {
             Way::Read => ("fi_readmsg", done, true),
-            Way::Write { inject } => {
+            Way::Write { inject, data } => {
                 let copied = if inject { sys::FI_INJECT as u64 } else { 0 };
-                ("fi_writemsg", done | copied | self.delivery, !inject)
+                let carried = match data {
+                    Some(_) => sys::FI_REMOTE_CQ_DATA as u64,
+                    None => 0,
+                };
+                (
+                    "fi_writemsg",
+                    done | copied | carried | self.delivery,
+                    !inject,
+                )
             }
+        };
+        let data = match way {
+            Way::Write { data, .. } => data.unwrap_or(0),
+            Way::Read => 0,
         };
         // SAFETY: the endpoint is open; each of `local` is valid for its length (writable for a
         // read) until the call returns (FI_INJECT copies it), or is kept by the slot, or the
@@ -283,7 +344,7 @@ impl Endpoint {
                 rma_iov: rma.as_mut_ptr(),
                 rma_iov_count: rma.len(),
                 context: ctx,
-                data: 0,
+                data,
             };
             match way {
                 Way::Read => sys::fi_readmsg(self.core.ep(), &msg, flags),

@@ -12,7 +12,7 @@ use crate::sys;
 use std::ptr;
 
 /// An enabled RDM endpoint bound to an address vector and a completion queue (entries of
-/// `FI_CQ_FORMAT_CONTEXT`, for transmits and receives).
+/// `FI_CQ_FORMAT_DATA`, for transmits, receives and the remote data of peers' writes).
 pub(crate) struct Port {
     pub(crate) ep: *mut sys::fid_ep,
     pub(crate) av: *mut sys::fid_av,
@@ -63,7 +63,7 @@ impl Port {
             wait_fd: None,
         };
         let mut cq_attr = sys::fi_cq_attr {
-            format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
+            format: sys::fi_cq_format_FI_CQ_FORMAT_DATA,
             wait_obj,
             ..Default::default()
         };

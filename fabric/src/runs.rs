@@ -100,7 +100,10 @@ impl Endpoint {
             let (buf, keep) = (base + local, Some(staged.clone()));
             let way = match read {
                 true => Way::Read,
-                false => Way::Write { inject: false },
+                false => Way::Write {
+                    inject: false,
+                    data: None,
+                },
             };
             let slot = self.rma_msg(
                 way,

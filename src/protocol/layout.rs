@@ -75,16 +75,27 @@ pub fn notice_slot(n: usize, target: usize) -> usize {
     POSTS + per_rank(n) + 8 * target
 }
 
+/// How many notification ids a window has: a page of counters.
+pub const NOTIFY_IDS: usize = PAGE / 8;
+
+/// The counter of notification `id` (below [`NOTIFY_IDS`]), after the detach notices, in a
+/// window of `n` ranks: every notified put or get with that id to this rank adds 1 to it once
+/// its data is there, and the rank's waits for notifications read it.
+pub fn notify_slot(n: usize, id: usize) -> usize {
+    POSTS + 2 * per_rank(n) + 8 * id
+}
+
 /// Size of a rank's control block in a window of `n` ranks: the fixed part, a post counter
-/// and a detach notice per rank, each array in whole pages, and a page for the attach table of
-/// dynamic windows ([`crate::protocol::attach`]).
+/// and a detach notice per rank, each array in whole pages, a page of notification counters,
+/// and a page for the attach table of dynamic windows ([`crate::protocol::attach`]).
 pub fn ctrl_block(n: usize) -> usize {
-    CTRL_BLOCK + 2 * per_rank(n) + PAGE
+    CTRL_BLOCK + 2 * per_rank(n) + 2 * PAGE
 }
 
 /// Whether an atomic on the control word at `offset` must ring the block's doorbell: only the
 /// words a rank sleeps on ([`crate::wait::until`]: the barrier slots) or checks when it wakes
-/// ([`FREED_AT`]), and the counters of post/start/complete/wait ([`COMPLETES`], [`POSTS`]).
+/// ([`FREED_AT`]), the counters of post/start/complete/wait ([`COMPLETES`], [`POSTS`]) and
+/// the notification counters ([`notify_slot`]).
 /// Lock words are retried by their waiters, never slept on, so a lock or an
 /// unlock never wakes a target asleep in the library.
 pub fn rings_doorbell(offset: usize) -> bool {
@@ -205,14 +216,17 @@ mod tests {
     }
 
     #[test]
-    fn control_blocks_hold_a_post_counter_and_a_notice_per_rank() {
-        assert_eq!(ctrl_block(1), 4 * PAGE);
-        assert_eq!(ctrl_block(512), 4 * PAGE);
-        assert_eq!(ctrl_block(513), 6 * PAGE);
+    fn control_blocks_hold_a_post_counter_and_a_notice_per_rank_and_the_notifications() {
+        assert_eq!(ctrl_block(1), 5 * PAGE);
+        assert_eq!(ctrl_block(512), 5 * PAGE);
+        assert_eq!(ctrl_block(513), 7 * PAGE);
         for n in [1, 2, 512, 513, 4096] {
             assert!(posted_slot(n - 1) + 8 <= notice_slot(n, 0));
-            assert!(notice_slot(n, n - 1) + 8 <= ctrl_block(n));
+            assert!(notice_slot(n, n - 1) + 8 <= notify_slot(n, 0));
+            assert!(notify_slot(n, NOTIFY_IDS - 1) + 8 + PAGE <= ctrl_block(n));
             assert!(posted_slot(0) >= ACC_LOCK + LINE);
+            assert!(rings_doorbell(notify_slot(n, 0)));
+            assert!(rings_doorbell(notify_slot(n, NOTIFY_IDS - 1)));
         }
     }
 

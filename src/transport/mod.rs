@@ -37,6 +37,8 @@ pub mod fabric;
 pub(crate) mod net;
 #[cfg(all(have_libfabric, feature = "hwloc"))]
 mod nic;
+#[cfg(have_nic)]
+mod notices;
 #[cfg(feature = "launcher")]
 pub mod report;
 mod select;
@@ -56,6 +58,8 @@ pub(crate) use checks::{foreign, outside, path_at, unserved};
 #[cfg(have_nic)]
 pub(crate) use emulated::under_acc_lock;
 pub(crate) use emulated::{locked_accumulate, locked_accumulate_many};
+#[cfg(have_nic)]
+pub(crate) use notices::{Notices, Window as NotifiedWindow, data as notice_data};
 use onesided_shm::Mem;
 pub(crate) use select::{Selection, select};
 
@@ -209,6 +213,10 @@ pub struct Caps {
     /// same target, complete there (CPU atomics after plain stores): releasing a lock needs no
     /// flush before it.
     pub atomics_order_prior: bool,
+    /// A [`Transport::signal`] lands after every put this origin issued to the same target
+    /// before it, data included, without a flush between them (copies complete when they
+    /// return; a provider that orders writes and atomics): a notified put needs no flush.
+    pub signals_follow_puts: bool,
     /// The largest put handed to the transport at once, its buffer free when the call returns
     /// without waiting for the target (`usize::MAX`: every put completes when it returns).
     pub inject: usize,
@@ -293,6 +301,28 @@ pub trait Transport: std::fmt::Debug {
     /// the default completes it before returning.
     fn signal(&self, target: usize, offset: usize, add: u64) -> Result<()> {
         signal_and_wait(self, target, offset, add)
+    }
+
+    /// Write `src` at `offset` of `target`'s `space` and deliver notification `id` to
+    /// `target` with it, in one operation that completes there only once the bytes are there
+    /// (counted by the target's [`Transport::notified`]): `Ok(false)`, and nothing moved, where
+    /// this transport cannot (the default; the window then puts, completes and signals).
+    fn put_notify(
+        &self,
+        _target: usize,
+        _space: Space,
+        _offset: usize,
+        _src: &[u8],
+        _id: usize,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// How many notifications of `id` reached this rank's window through
+    /// [`Transport::put_notify`] (those signalled with an atomic are counted in its control
+    /// block).
+    fn notified(&self, _id: usize) -> u64 {
+        0
     }
 
     /// Start writing `src` at `offset` of `target`'s `space`; `src` may be reused when this

@@ -17,6 +17,7 @@ mod attached;
 mod direct;
 mod dynamic;
 mod local;
+mod notify;
 mod pscw;
 mod request;
 mod rma;
@@ -104,6 +105,12 @@ pub struct Window<'a> {
     /// Whether the atomic route orders an atomic after earlier operations to targets it also
     /// moves data to (its caps' `atomics_order_prior`), read once.
     atomics_ordered: bool,
+    /// Whether the atomic route's signals land after the puts it moved before them (its caps'
+    /// `signals_follow_puts`), read once: a notified put then needs no flush.
+    notify_ordered: bool,
+    /// How many notifications of each id this rank's waits have consumed (grown to the
+    /// highest id waited for).
+    notified: RefCell<Vec<u64>>,
     /// The targets reached by loads and stores, for puts, gets and lock words.
     direct: direct::Direct<'a>,
     epochs: RefCell<Epochs>,

@@ -387,12 +387,16 @@ impl Window<'_> {
     }
 
     /// Synchronize the private and public copies of this rank's window memory (a full memory
-    /// barrier between local loads/stores and RMA). Valid inside a passive-target epoch.
+    /// barrier between local loads/stores and RMA), and let the transports move what arrived:
+    /// a rank that polls its memory for a flag between calls of `sync` (MPI-4.1's idiom) sees
+    /// writes that need the target's progress (libfabric's tcp;ofi_rxm) as soon as they land.
+    /// Valid inside a passive-target epoch.
     ///
     /// # MPI-4.1: 12.5.4 (MPI_WIN_SYNC)
     pub fn sync(&self) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Win_sync", || {
             self.epochs.borrow().flush_all()?;
+            self.transports().try_for_each(|t| t.progress())?;
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             Ok(())
         })

@@ -25,6 +25,11 @@ use std::time::{Duration, Instant};
 
 /// Send queue entries per queue pair (at most; the device may grant fewer).
 const DEPTH: u32 = 128;
+/// Receive entries kept posted per queue pair, each taken by one of the peer's writes with
+/// immediate data ([`Endpoint::write_notify`]) until a poll here posts it again.
+const RECEIVES: u32 = 16;
+/// The flag of a receive's work request id (the ledger's ids never have it); the peer below.
+const RECEIVE: u64 = 1 << 63;
 /// Completion queue entries (at most the device's limit).
 const CQ_ENTRIES: u32 = 8192;
 /// Inline bytes asked of the first queue pair; later ones ask for what it was granted.
@@ -85,9 +90,14 @@ pub struct Request {
 /// What one operation does.
 enum Work<'s> {
     Write(&'s [u8]),
+    /// A write whose immediate data reaches the peer's completion queue.
+    WriteImm(&'s [u8], u32),
     Read(usize),
     Atomic(Atomic),
 }
+
+/// The handler of the immediate data of peers' writes ([`Endpoint::on_remote_data`]).
+type RemoteData = Box<dyn Fn(u32)>;
 
 /// A peer's queue pair.
 enum Link {
@@ -124,6 +134,11 @@ struct Core {
     inline: std::cell::Cell<u32>,
     rd_atomic: u8,
     atomics: bool,
+    /// Receive entries per queue pair: [`RECEIVES`] while the completion queue has room for
+    /// them beside the sends (for up to `cq.size / 2 / RECEIVES` peers), 0 past that.
+    receives: u32,
+    /// What the immediate data of a peer's write goes to ([`Endpoint::on_remote_data`]).
+    remote: RefCell<Option<RemoteData>>,
 }
 
 /// An endpoint on one device port (not `Send`: it is driven by the thread that owns it).
@@ -259,6 +274,8 @@ impl Endpoint {
                 inline: std::cell::Cell::new(INLINE),
                 rd_atomic: rd_atomic.max(1),
                 atomics: info.has_atomics(),
+                receives: RECEIVES.min(info.max_qp_wr.max(1)),
+                remote: RefCell::new(None),
                 ctx,
             }),
         })
@@ -277,6 +294,11 @@ impl Endpoint {
     /// How peers reach this endpoint's port.
     pub fn address(&self) -> PortAddress {
         self.core.address
+    }
+
+    /// The longest transfer one work request moves ([`Endpoint::write_notify`] at most).
+    pub fn max_message(&self) -> usize {
+        self.core.chunk
     }
 
     /// Whether the device runs 8-byte fetch-and-add and compare-and-swap.
@@ -303,12 +325,40 @@ impl Endpoint {
         )
     }
 
+    /// Whether `peer`'s writes with immediate data find receives posted here: for peers up to
+    /// the completion queue's room ([`Endpoint::write_notify`]).
+    pub fn takes_remote_data(&self, peer: u32) -> bool {
+        self.receives_for(peer) > 0
+    }
+
+    fn receives_for(&self, peer: u32) -> u32 {
+        let c = &self.core;
+        let room = c.cq.size / 2 / c.receives.max(1);
+        if peer < room { c.receives } else { 0 }
+    }
+
+    /// Hand the immediate data of every peer's [`Endpoint::write_notify`] to `handle`, when a
+    /// poll of this endpoint (an operation's wait, a flush, [`Endpoint::progress`]) finds its
+    /// completion: set once (EBUSY after).
+    pub fn on_remote_data(&self, handle: RemoteData) -> Result<(), VerbsError> {
+        let mut remote = self.core.remote.borrow_mut();
+        if remote.is_some() {
+            return Err(VerbsError::new("remote data handler", libc::EBUSY));
+        }
+        *remote = Some(handle);
+        Ok(())
+    }
+
     /// A queue pair for `peer`, ready to be connected: its number, which the peer connects to.
     pub fn prepare(&self, peer: u32) -> Result<u32, VerbsError> {
         let c = &self.core;
-        let qp = Qp::create(c.pd.clone(), &c.cq, c.depth, c.inline.get())?;
+        let receives = self.receives_for(peer);
+        let qp = Qp::create(c.pd.clone(), &c.cq, c.depth, receives, c.inline.get())?;
         c.inline.set(qp.max_inline);
         qp.init(c.port)?;
+        for _ in 0..receives {
+            qp.post_receive(RECEIVE | u64::from(peer))?;
+        }
         let num = qp.num();
         let mut links = c.links.borrow_mut();
         let i = peer as usize;
@@ -377,6 +427,31 @@ impl Endpoint {
                 .start(peer, Work::Write(piece), at, false, false, live)?;
         }
         Ok(())
+    }
+
+    /// [`Endpoint::write`] as one write that carries `imm` to `peer`'s completion queue, where
+    /// its handler ([`Endpoint::on_remote_data`]) gets it once the bytes are in its memory
+    /// (the queue pair places a write's data before its completion). For a peer that
+    /// [`Endpoint::takes_remote_data`], and `src` of one work request (EINVAL otherwise). A
+    /// peer that does not poll while more than its posted receives arrive holds later writes
+    /// back (the device retries them) until it does.
+    pub fn write_notify(
+        &self,
+        peer: u32,
+        src: &[u8],
+        to: Remote,
+        imm: u32,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        if src.len() > self.core.chunk {
+            return Err(VerbsError::new(
+                "a write with immediate data longer than one work request",
+                libc::EINVAL,
+            ));
+        }
+        self.core
+            .start(peer, Work::WriteImm(src, imm), to, false, false, live)
+            .map(drop)
     }
 
     /// Read `dst.len()` bytes at `from` of `peer` into `dst`.
@@ -629,11 +704,12 @@ impl Core {
             }
         }
         let len = match work {
-            Work::Write(src) => src.len(),
+            Work::Write(src) | Work::WriteImm(src, _) => src.len(),
             Work::Read(len) => len,
             Work::Atomic(_) => 8,
         };
-        let inline = matches!(work, Work::Write(_)) && len <= self.inline.get() as usize;
+        let writes = matches!(work, Work::Write(_) | Work::WriteImm(..));
+        let inline = writes && len <= self.inline.get() as usize;
         let buf = match inline {
             true => None,
             false => Some(self.state.borrow_mut().stage.take(len)?),
@@ -643,14 +719,14 @@ impl Core {
         // The scatter-gather entry first, whole: the request points to it.
         let mut sge = match (&buf, &work) {
             (Some(b), work) => {
-                if let Work::Write(src) = work {
+                if let Work::Write(src) | Work::WriteImm(src, _) = work {
                     stage.fill(b, src);
                 }
                 staged(stage.at(b), len)
             }
             (None, work) => sys::ibv_sge {
                 addr: match work {
-                    Work::Write(src) => src.as_ptr() as u64,
+                    Work::Write(src) | Work::WriteImm(src, _) => src.as_ptr() as u64,
                     _ => 0,
                 },
                 length: len as u32,
@@ -664,9 +740,13 @@ impl Core {
             ..Default::default()
         };
         match work {
-            Work::Write(_) | Work::Read(_) => {
+            Work::Write(_) | Work::WriteImm(..) | Work::Read(_) => {
                 wr.opcode = match work {
                     Work::Read(_) => sys::IBV_WR_RDMA_READ,
+                    Work::WriteImm(_, imm) => {
+                        wr.__bindgen_anon_1.imm_data = imm.to_be();
+                        sys::IBV_WR_RDMA_WRITE_WITH_IMM
+                    }
                     _ => sys::IBV_WR_RDMA_WRITE,
                 };
                 if buf.is_none() {
@@ -718,13 +798,47 @@ impl Core {
             }
             let mut st = self.state.borrow_mut();
             let State { ledger, stage } = &mut *st;
+            let mut received = false;
             for wc in &wcs[..n] {
                 let status = (wc.status != sys::IBV_WC_SUCCESS).then_some(wc.status);
-                ledger.complete(wc.wr_id, status, |b| stage.give(b));
+                if wc.wr_id & RECEIVE != 0 {
+                    received = true;
+                } else {
+                    ledger.complete(wc.wr_id, status, |b| stage.give(b));
+                }
+            }
+            drop(st);
+            if received {
+                wcs[..n]
+                    .iter()
+                    .filter(|wc| wc.wr_id & RECEIVE != 0)
+                    .try_for_each(|wc| self.received(wc))?;
             }
             if n < wcs.len() {
                 return Ok(());
             }
+        }
+    }
+
+    /// A receive completed: a peer's write with immediate data is in memory here; hand its
+    /// data over and post the receive again. One flushed by a queue pair that broke or is
+    /// being destroyed is only dropped.
+    fn received(&self, wc: &sys::ibv_wc) -> Result<(), VerbsError> {
+        if wc.status != sys::IBV_WC_SUCCESS {
+            return Ok(());
+        }
+        if wc.opcode == sys::IBV_WC_RECV_RDMA_WITH_IMM {
+            // SAFETY: a completion of RECV_RDMA_WITH_IMM holds the immediate data in the union.
+            let imm = u32::from_be(unsafe { wc.__bindgen_anon_1.imm_data });
+            if let Some(handle) = self.remote.borrow().as_ref() {
+                handle(imm);
+            }
+        }
+        let peer = (wc.wr_id & !RECEIVE) as u32;
+        // A queue pair dropped meanwhile needs no receive.
+        match self.with_qp(peer, |qp| qp.post_receive(wc.wr_id)) {
+            Ok(posted) => posted,
+            Err(_) => Ok(()),
         }
     }
 

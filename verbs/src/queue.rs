@@ -97,8 +97,9 @@ pub struct PortAddress {
     pub mtu: u32,
 }
 
-/// A reliable-connected queue pair; sends only (RDMA write, read and atomics need no receive
-/// queue entries).
+/// A reliable-connected queue pair. Its send queue carries RDMA writes, reads and atomics; its
+/// receive queue holds entries without buffers, each consumed by a peer's write with immediate
+/// data, which reports the immediate data in its completion here.
 pub(crate) struct Qp {
     pd: Rc<Pd>,
     pub(crate) raw: *mut sys::ibv_qp,
@@ -109,9 +110,15 @@ pub(crate) struct Qp {
 }
 
 impl Qp {
-    /// A queue pair in RESET of `depth` send entries on `cq`, with `inline` bytes of inline data
-    /// or the most the device allows below it.
-    pub(crate) fn create(pd: Rc<Pd>, cq: &Cq, depth: u32, inline: u32) -> Result<Qp, VerbsError> {
+    /// A queue pair in RESET of `depth` send entries and `receives` receive entries on `cq`,
+    /// with `inline` bytes of inline data or the most the device allows below it.
+    pub(crate) fn create(
+        pd: Rc<Pd>,
+        cq: &Cq,
+        depth: u32,
+        receives: u32,
+        inline: u32,
+    ) -> Result<Qp, VerbsError> {
         let mut tried = inline;
         loop {
             let mut attr = sys::ibv_qp_init_attr {
@@ -119,7 +126,7 @@ impl Qp {
                 recv_cq: cq.raw,
                 cap: sys::ibv_qp_cap {
                     max_send_wr: depth,
-                    max_recv_wr: 1,
+                    max_recv_wr: receives.max(1),
                     max_send_sge: 1,
                     max_recv_sge: 1,
                     max_inline_data: tried,
@@ -255,6 +262,28 @@ impl Qp {
         };
         if rc != 0 {
             return Err(VerbsError::new("ibv_post_send", rc));
+        }
+        Ok(())
+    }
+
+    /// Post one receive without a buffer, for a peer's write with immediate data, whose
+    /// completion carries `wr_id`.
+    pub(crate) fn post_receive(&self, wr_id: u64) -> Result<(), VerbsError> {
+        let mut wr = sys::ibv_recv_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: std::ptr::null_mut(),
+            num_sge: 0,
+        };
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: `raw` is a live queue pair whose context's operation table has `post_recv`
+        // (what the inline `ibv_post_recv` calls); the request names no memory.
+        let rc = unsafe {
+            let post = (*self.pd.ctx.raw).ops.post_recv.unwrap_unchecked();
+            post(self.raw, &mut wr, &mut bad)
+        };
+        if rc != 0 {
+            return Err(VerbsError::new("ibv_post_recv", rc));
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! The endpoint against itself over a real verbs device: a queue pair connected to itself,
 //! RDMA writes (inline, staged, large), reads, the NIC's atomics one at a time and in flight
-//! together, flushes, a request dropped unfinished, and a bad remote key breaking the queue
-//! pair with an error that is not a peer failure.
+//! together, flushes, a request dropped unfinished, a bad remote key breaking the queue
+//! pair with an error that is not a peer failure, and writes with immediate data.
 //!
 //! It needs a verbs device with an active port: software RoCE in the guest of `rxe/run.sh`
 //! (CI runs it there; `ONESIDED_RXE=1`, set in the guest, makes a missing device a failure).
@@ -161,6 +161,45 @@ mod on_a_device {
         );
         ep.disconnect(PEER);
         assert!(!ep.connected(PEER));
+    }
+
+    /// Writes with immediate data: the handler gets each write's data once, when the write's
+    /// bytes are there (the handler reads them), for more writes than receives are posted
+    /// (each poll posts its receive again), inline and staged.
+    #[test]
+    fn writes_with_immediate_data_are_handed_over_after_their_bytes() {
+        let Some((ep, mem, win)) = open(1 << 20) else {
+            return;
+        };
+        assert!(ep.takes_remote_data(PEER));
+        let seen: std::rc::Rc<std::cell::RefCell<Vec<(u32, bool)>>> = Default::default();
+        {
+            let (seen, mem) = (seen.clone(), mem.clone());
+            ep.on_remote_data(Box::new(move |imm| {
+                let len = if imm & 1 == 0 { 8 } else { 5000 };
+                let there = mem.to_vec(0, len).unwrap().iter().all(|&b| b == imm as u8);
+                seen.borrow_mut().push((imm, there));
+            }))
+            .unwrap();
+        }
+        assert!(ep.on_remote_data(Box::new(|_| {})).is_err(), "one handler");
+        let mut want = Vec::new();
+        for imm in 1..=100u32 {
+            let len = if imm & 1 == 0 { 8 } else { 5000 };
+            ep.write_notify(PEER, &vec![imm as u8; len], win, imm, &poll)
+                .unwrap();
+            want.push((imm, true));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while seen.borrow().len() < want.len() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "write {imm} never handed over"
+                );
+                ep.progress().unwrap();
+            }
+        }
+        assert_eq!(*seen.borrow(), want);
+        ep.flush(PEER, win, &poll).unwrap();
     }
 }
 

@@ -27,6 +27,9 @@ pub enum Test {
     FopLatency,
     /// MPI_Compare_and_swap latency, one -T element (osu_cas_latency).
     CasLatency,
+    /// Half round trip of Size bytes handed over with put_notify + wait_notify, against put +
+    /// flush + a flag put the target polls (notified RMA, not MPI-4.1).
+    NotifyLatency,
     /// N ranks: time per MPI_Win_fence with nothing in between.
     FenceLatency,
     /// N ranks: time per barrier (Comm::barrier).
@@ -52,7 +55,7 @@ pub enum Test {
 
 impl Test {
     /// The tests `all` runs, in order: those of 2 ranks, then the N-rank tests.
-    pub(super) const EVERY: [Test; 18] = [
+    pub(super) const EVERY: [Test; 19] = [
         Test::PutLatency,
         Test::GetLatency,
         Test::PutBw,
@@ -62,6 +65,7 @@ impl Test {
         Test::GetAccLatency,
         Test::FopLatency,
         Test::CasLatency,
+        Test::NotifyLatency,
         Test::MemcpyBw,
         Test::AtomicPingpong,
         Test::FenceLatency,
@@ -85,6 +89,7 @@ impl Test {
             Test::GetAccLatency => "get_acc_latency",
             Test::FopLatency => "fop_latency",
             Test::CasLatency => "cas_latency",
+            Test::NotifyLatency => "notify_latency",
             Test::FenceLatency => "fence_latency",
             Test::BarrierLatency => "barrier_latency",
             Test::LockContention => "lock_contention",
@@ -155,6 +160,7 @@ impl Test {
                 | Test::PutBibw
                 | Test::AccLatency
                 | Test::GetAccLatency
+                | Test::NotifyLatency
                 | Test::AlltoallPut
                 | Test::MemcpyBw
         )

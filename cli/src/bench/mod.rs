@@ -1,6 +1,7 @@
 //! `onesided bench TEST [options]`: the OSU one-sided micro-benchmarks (put/get latency and
 //! bandwidth, put bi-directional bandwidth, accumulate, get_accumulate, fetch_and_op and
-//! compare_and_swap latency), measured the OSU way and printed as OSU prints them; tests of
+//! compare_and_swap latency), measured the OSU way and printed as OSU prints them; notified
+//! puts against put, flush and a flag (`notify_latency`); tests of
 //! N ranks (fence, barrier, lock and fetch_and_op contention, all-to-all puts); and two floor
 //! tests that show what the hardware allows on this machine (single-thread memcpy bandwidth,
 //! and the half round trip of an atomic flag in shared memory).
@@ -18,6 +19,7 @@ mod context;
 mod floor;
 mod group;
 mod measure;
+mod notify;
 mod options;
 mod pages;
 mod report;

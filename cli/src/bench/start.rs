@@ -8,7 +8,7 @@ use super::args::{BenchArgs, Format, Part, Test};
 use super::context::Context;
 use super::options::Plan;
 use super::report::{self, Report};
-use super::{atomic, floor, group, rma};
+use super::{atomic, floor, group, notify, rma};
 use crate::launch::{self, Job};
 use onesided::launcher::ENV_TRANSPORT;
 use onesided::{Config, Error, ErrorClass, ProcessManager, Result, World};
@@ -201,6 +201,7 @@ fn one(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()
         Test::AccLatency | Test::GetAccLatency | Test::FopLatency | Test::CasLatency => {
             atomic::sweep(world, test, plan, report)
         }
+        Test::NotifyLatency => notify::notify_latency(world, plan, report),
         Test::FenceLatency => group::fence_latency(world, plan, report),
         Test::BarrierLatency => group::barrier_latency(world, plan, report),
         Test::LockContention => group::lock_contention(world, plan, report),

@@ -24,7 +24,7 @@ use super::{Context, Error, Record, Run, Series, Unit};
 
 /// Titles (without `OSU`/`onesided`, `Test` and the version) and the test names they map to;
 /// compared ignoring ASCII case.
-const KNOWN: [(&str, &str); 11] = [
+const KNOWN: [(&str, &str); 12] = [
     ("MPI_Put Latency", "put_latency"),
     ("MPI_Get Latency", "get_latency"),
     ("MPI_Put Bandwidth", "put_bw"),
@@ -34,6 +34,7 @@ const KNOWN: [(&str, &str); 11] = [
     ("MPI_Get_accumulate latency", "get_acc_latency"),
     ("MPI_Fetch_and_op latency", "fop_latency"),
     ("MPI_Compare_and_swap latency", "cas_latency"),
+    ("Notified Put Latency", "notify_latency"),
     ("Floor: memcpy Bandwidth", "memcpy_bw"),
     ("Floor: Atomic Ping-Pong Latency", "atomic_pingpong"),
 ];

@@ -265,6 +265,21 @@ pub fn pscw_partner_dies(world: &World, flavor: Flavor) -> Res {
     })
 }
 
+/// The last of 3 ranks dies before it sends the notification the others wait for: both must
+/// leave `wait_notify` with MPI_ERR_PROC_FAILED.
+pub fn notifier_dies(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    with_window(world, flavor, 64, 8, &Info::new(), |win| {
+        world.barrier().ctx("barrier")?;
+        if me == n - 1 {
+            std::thread::sleep(BEFORE_DEATH);
+            die();
+        }
+        let _guard = TerminationSignals::install().map_err(|e| format!("catching SIGTERM: {e}"))?;
+        report(me, "wait_notify", win.wait_notify(0, 1))
+    })
+}
+
 /// Rank 1 leaves with an error right after creating the window (as `?` does: the window is
 /// dropped, or `Window::create` frees it, on the way out), while rank 0 calls fence, fence and
 /// frees the window. Rank 1's free must not pass for one of rank 0's fences: rank 0 must learn

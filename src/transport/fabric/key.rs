@@ -21,6 +21,9 @@ pub(super) struct FabricKey {
     pub(super) native: u64,
     /// This rank serves accumulates (`served.rs`): every rank must, or none.
     pub(super) served: bool,
+    /// The window's tag in this rank's notices, which a notified put's write carries
+    /// (`transport/notices.rs`); 0 where its endpoint takes none.
+    pub(super) notify: u32,
 }
 
 fn enc_region(e: Enc, k: &fi::RegionKey) -> Enc {
@@ -44,6 +47,7 @@ impl FabricKey {
             .u64(self.lead)
             .u64(self.native)
             .u64(self.served as u64)
+            .u64(u64::from(self.notify))
             .finish()
     }
 
@@ -58,6 +62,7 @@ impl FabricKey {
             lead: d.u64()?,
             native: d.u64()?,
             served: d.u64()? != 0,
+            notify: u32::try_from(d.u64()?).unwrap_or(0),
         })
     }
 }

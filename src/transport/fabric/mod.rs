@@ -26,9 +26,9 @@ mod served;
 mod server;
 
 use super::{
-    Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Opened, Part, Path, Pending,
-    Reach, Space, Transport, foreign, locked_accumulate, locked_accumulate_many, outside,
-    signal_and_wait, under_acc_lock, unserved,
+    Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, NotifiedWindow, Opened, Part,
+    Path, Pending, Reach, Space, Transport, foreign, locked_accumulate, locked_accumulate_many,
+    notice_data, outside, signal_and_wait, under_acc_lock, unserved,
 };
 use crate::config::FabricConfig;
 use crate::error::{Error, ErrorClass, Result};
@@ -62,6 +62,8 @@ struct Target {
     data: Span,
     /// [`FabricKey::lead`].
     lead: u64,
+    /// [`FabricKey::notify`].
+    notify: u32,
 }
 
 /// This rank's endpoint and registrations, before the keys are exchanged.
@@ -70,6 +72,8 @@ struct Local<'a> {
     ctrl: fi::Region<'static>,
     data: Option<fi::Region<'a>>,
     key: FabricKey,
+    /// The window's registration for notifications that come with their writes.
+    notified: Option<NotifiedWindow>,
 }
 
 fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> Result<Local<'a>> {
@@ -99,12 +103,19 @@ fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> R
         lead,
         native: res.native.bits(),
         served: res.served,
+        notify: 0,
+    };
+    let notified = res.notices.as_ref().and_then(|n| n.register());
+    let key = FabricKey {
+        notify: notified.as_ref().map_or(0, |w| w.tag),
+        ..key
     };
     Ok(Local {
         res,
         ctrl,
         data,
         key,
+        notified,
     })
 }
 
@@ -126,6 +137,8 @@ pub struct FabricTransport<'a> {
     _data: Option<fi::Region<'a>>,
     /// Memory attached to the dynamic window, registered.
     attached: RefCell<Vec<fi::Region<'a>>>,
+    /// The notifications that arrived with their writes (`transport/notices.rs`).
+    notified: Option<NotifiedWindow>,
     /// This thread's endpoint, shared with its other windows (after the regions: they are
     /// closed first).
     res: Rc<Resources>,
@@ -238,6 +251,7 @@ impl<'a> Opened<'a> for OpenedFabric<'a> {
                     ctrl: remote(&k.ctrl, layout::ctrl_block(keys.len()))?,
                     data: remote(&k.data, k.len)?,
                     lead: k.lead,
+                    notify: k.notify,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -266,6 +280,7 @@ impl<'a> Opened<'a> for OpenedFabric<'a> {
                 needs_target_progress: true,
                 wakes_sleepers: false,
                 atomics_order_prior: false,
+                signals_follow_puts: ep.orders_writes(),
                 inject: ep.inject_size(),
                 max_msg: ep.max_msg_size(),
                 local_mr: ep.local_mr(),
@@ -282,6 +297,7 @@ impl<'a> Opened<'a> for OpenedFabric<'a> {
             _ctrl: local.ctrl,
             _data: local.data,
             attached: RefCell::new(Vec::new()),
+            notified: local.notified,
         })
     }
 }
@@ -455,6 +471,32 @@ impl Transport for FabricTransport<'_> {
         ep.start_atomic_many(t, op, &add.to_le_bytes(), false, to, &live)
             .map(drop)
             .map_err(fi_err)
+    }
+
+    /// One write that carries its notification, where the target's endpoint takes them and
+    /// the bytes fit one operation.
+    fn put_notify(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        src: &[u8],
+        id: usize,
+    ) -> Result<bool> {
+        let tag = self.target(target)?.notify;
+        let ep = &self.res.ep;
+        if tag == 0 || src.is_empty() || src.len() > ep.max_msg_size() {
+            return Ok(false);
+        }
+        let to = self.at(target, space, offset, src.len())?;
+        let data = notice_data(tag, id);
+        ep.write_notify(src, to, data, &|| self.alive(target))
+            .map_err(fi_err)?;
+        Ok(true)
+    }
+
+    fn notified(&self, id: usize) -> u64 {
+        self.notified.as_ref().map_or(0, |w| w.counts.of(id))
     }
 
     fn flush(&self, target: usize) -> Result<()> {

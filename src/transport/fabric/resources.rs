@@ -18,6 +18,7 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::native::{Kind, NativeOps};
 use crate::protocol::reduce::Op;
 use crate::protocol::served;
+use crate::transport::Notices;
 use onesided_fabric as fi;
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -37,6 +38,9 @@ pub(crate) struct Resources {
     /// The world ranks this endpoint has read from: their pairs are connected
     /// (`FabricTransport::warm_up`).
     pub(crate) warmed: RefCell<HashSet<u32>>,
+    /// The windows that take notifications with the writes that carry them, where the
+    /// provider's writes carry data enough (`transport/notices.rs`).
+    pub(crate) notices: Option<Arc<Notices>>,
 }
 
 thread_local! {
@@ -88,12 +92,24 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
              under a lock)"
         );
         let call_piece = piece_max(ep.call_eager_max());
+        let notices = Notices::for_bits(ep.remote_data_bits()).map(Arc::new);
+        if let Some(n) = &notices {
+            let n = Arc::clone(n);
+            ep.on_remote_data(Arc::new(move |data| n.deliver(data)))
+                .map_err(fi_err)?;
+        }
+        tracing::debug!(
+            bits = ep.remote_data_bits(),
+            notices = notices.is_some(),
+            "notified puts carry their notification"
+        );
         let r = Rc::new(Resources {
             ep,
             native,
             served,
             call_piece,
             warmed: RefCell::default(),
+            notices,
         });
         open.push((config.clone(), Rc::clone(&r)));
         Ok(r)

@@ -17,6 +17,9 @@ pub(super) struct VerbsKey {
     pub(super) len: usize,
     /// Its device runs 8-byte atomics.
     pub(super) atomics: bool,
+    /// The window's tag in this rank's notices, which a notified put's immediate data carries
+    /// (`transport/notices.rs`); 0 where it takes none.
+    pub(super) notify: u32,
 }
 
 fn enc_region(e: Enc, k: &ib::RegionKey) -> Enc {
@@ -43,6 +46,7 @@ impl VerbsKey {
         enc_region(e, &self.data)
             .u64(self.len as u64)
             .u64(self.atomics.into())
+            .u64(self.notify.into())
             .finish()
     }
 
@@ -67,6 +71,7 @@ impl VerbsKey {
             data: dec_region(&mut d)?,
             len: d.usize()?,
             atomics: d.u64()? != 0,
+            notify: u32::try_from(d.u64()?).unwrap_or(0),
         })
     }
 }
@@ -94,6 +99,7 @@ mod tests {
                 data: ib::RegionKey::default(),
                 len: 4096,
                 atomics: true,
+                notify: 0x7f_ffff,
             };
             assert_eq!(VerbsKey::decode(&k.encode()).unwrap(), k);
         }

@@ -23,9 +23,9 @@ mod resources;
 
 use super::foreign;
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, Opened, Part, Path,
-    Pending, Reach, Space, Transport, gets_in_flight, locked_accumulate, locked_accumulate_many,
-    outside, path_at, under_acc_lock, unserved,
+    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, NotifiedWindow, Opened,
+    Part, Path, Pending, Reach, Space, Transport, gets_in_flight, locked_accumulate,
+    locked_accumulate_many, notice_data, outside, path_at, under_acc_lock, unserved,
 };
 use crate::config::VerbsConfig;
 use crate::error::{Error, ErrorClass, Result};
@@ -73,6 +73,8 @@ struct Target {
     peer: u32,
     ctrl: Span,
     data: Span,
+    /// [`VerbsKey::notify`].
+    notify: u32,
 }
 
 /// The direct verbs transport of one window.
@@ -83,6 +85,8 @@ pub struct VerbsTransport<'a> {
     _ctrl: ib::Region<'static>,
     _data: Option<ib::Region<'a>>,
     attached: RefCell<Vec<ib::Region<'a>>>,
+    /// The notifications that arrived with their writes (`transport/notices.rs`).
+    notified: Option<NotifiedWindow>,
     /// This thread's endpoint (after the regions: they are deregistered first).
     ep: Rc<ib::Endpoint>,
 }
@@ -109,6 +113,8 @@ struct Local<'a> {
     ctrl: ib::Region<'static>,
     data: Option<ib::Region<'a>>,
     key: VerbsKey,
+    /// The window's registration for notifications that come with their writes.
+    notified: Option<NotifiedWindow>,
 }
 
 fn open_local<'a>(
@@ -117,7 +123,7 @@ fn open_local<'a>(
     ctrl: Mem<'static>,
     data: Mem<'a>,
 ) -> Result<Local<'a>> {
-    let ep = resources::endpoint(config)?;
+    let (ep, notices) = resources::endpoint(config)?;
     let ctrl = ep.register(ctrl).map_err(ib_err)?;
     let len = data.len();
     let data = match len {
@@ -138,12 +144,24 @@ fn open_local<'a>(
         data: data.as_ref().map(ib::Region::key).unwrap_or_default(),
         len,
         atomics: ep.has_atomics(),
+        notify: 0,
+    };
+    // Every queue pair of the window must have receives posted for the immediate data.
+    let notified = world
+        .iter()
+        .all(|&peer| ep.takes_remote_data(peer))
+        .then(|| notices.register())
+        .flatten();
+    let key = VerbsKey {
+        notify: notified.as_ref().map_or(0, |w| w.tag),
+        ..key
     };
     Ok(Local {
         ep,
         ctrl,
         data,
         key,
+        notified,
     })
 }
 
@@ -251,6 +269,7 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
                 peer,
                 ctrl: Span::of(k.ctrl, layout::ctrl_block(keys.len())),
                 data: Span::of(k.data, k.len),
+                notify: k.notify,
             })
             .collect();
         let ep = local.ep;
@@ -262,6 +281,9 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
                 needs_target_progress: false,
                 wakes_sleepers: false,
                 atomics_order_prior: false,
+                // Not claimed: a notified put carries its notification as the immediate data
+                // of its write; a notified get flushes before its atomic.
+                signals_follow_puts: false,
                 inject: ep.max_inline(),
                 max_msg: usize::MAX,
                 local_mr: true,
@@ -276,6 +298,7 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
             _ctrl: local.ctrl,
             _data: local.data,
             attached: RefCell::new(Vec::new()),
+            notified: local.notified,
             ep,
         })
     }
@@ -429,6 +452,36 @@ impl Transport for VerbsTransport<'_> {
         self.ep
             .write(peer, src, to, &|| self.alive(target))
             .map_err(ib_err)
+    }
+
+    /// One write with immediate data, where the target takes notifications.
+    fn put_notify(
+        &self,
+        target: usize,
+        space: Space,
+        offset: usize,
+        src: &[u8],
+        id: usize,
+    ) -> Result<bool> {
+        let tag = self.target(target)?.notify;
+        if tag == 0 || src.len() > self.ep.max_message() {
+            return Ok(false);
+        }
+        let (peer, to) = self.at(target, space, offset, src.len())?;
+        let imm = u32::try_from(notice_data(tag, id)).map_err(|_| {
+            Error::new(
+                ErrorClass::Intern,
+                "a notification that 32 bits do not hold",
+            )
+        })?;
+        self.ep
+            .write_notify(peer, src, to, imm, &|| self.alive(target))
+            .map_err(ib_err)?;
+        Ok(true)
+    }
+
+    fn notified(&self, id: usize) -> u64 {
+        self.notified.as_ref().map_or(0, |w| w.counts.of(id))
     }
 
     fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()> {

@@ -12,6 +12,7 @@ mod creation;
 mod deferral;
 mod errors;
 mod fence;
+mod notify;
 mod passive;
 mod requests;
 
