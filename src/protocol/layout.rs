@@ -49,7 +49,22 @@ pub const FREED_AT: usize = BARRIER + MAX_ROUNDS * LINE;
 /// (MPI_Win_complete); MPI_Win_wait waits for as many as the epoch's group has origins.
 pub const COMPLETES: usize = FREED_AT + LINE;
 
-const _: () = assert!(COMPLETES + LINE <= ACC_LOCK);
+/// The counter of the first notification id ([`notify_slot`]), after the completion counter.
+pub const NOTIFY: usize = COMPLETES + LINE;
+
+/// How many notification ids a window has: what the fixed part holds before the accumulate
+/// lock.
+pub const NOTIFY_IDS: usize = 256;
+
+const _: () = assert!(NOTIFY + 8 * NOTIFY_IDS <= ACC_LOCK);
+
+/// The counter of notification `id` (below [`NOTIFY_IDS`]): every notified put or get with
+/// that id to this rank adds 1 to it once its data is there (or that of the transport that
+/// carried it, `transport/notices.rs`), and the rank's waits for notifications read it. The
+/// counters share cache lines: a line each would take four more pages per rank per window.
+pub fn notify_slot(id: usize) -> usize {
+    NOTIFY + 8 * id
+}
 
 /// First post counter, after the fixed part: the counter of target `t` ([`posted_slot`])
 /// counts the exposure epochs `t` opened to this rank (MPI_Win_post), which its access epochs
@@ -75,21 +90,11 @@ pub fn notice_slot(n: usize, target: usize) -> usize {
     POSTS + per_rank(n) + 8 * target
 }
 
-/// How many notification ids a window has: a page of counters.
-pub const NOTIFY_IDS: usize = PAGE / 8;
-
-/// The counter of notification `id` (below [`NOTIFY_IDS`]), after the detach notices, in a
-/// window of `n` ranks: every notified put or get with that id to this rank adds 1 to it once
-/// its data is there, and the rank's waits for notifications read it.
-pub fn notify_slot(n: usize, id: usize) -> usize {
-    POSTS + 2 * per_rank(n) + 8 * id
-}
-
 /// Size of a rank's control block in a window of `n` ranks: the fixed part, a post counter
-/// and a detach notice per rank, each array in whole pages, a page of notification counters,
-/// and a page for the attach table of dynamic windows ([`crate::protocol::attach`]).
+/// and a detach notice per rank, each array in whole pages, and a page for the attach table of
+/// dynamic windows ([`crate::protocol::attach`]).
 pub fn ctrl_block(n: usize) -> usize {
-    CTRL_BLOCK + 2 * per_rank(n) + 2 * PAGE
+    CTRL_BLOCK + 2 * per_rank(n) + PAGE
 }
 
 /// Whether an atomic on the control word at `offset` must ring the block's doorbell: only the
@@ -99,7 +104,7 @@ pub fn ctrl_block(n: usize) -> usize {
 /// Lock words are retried by their waiters, never slept on, so a lock or an
 /// unlock never wakes a target asleep in the library.
 pub fn rings_doorbell(offset: usize) -> bool {
-    (BARRIER..=COMPLETES).contains(&offset) || offset >= POSTS
+    (BARRIER..NOTIFY + 8 * NOTIFY_IDS).contains(&offset) || offset >= POSTS
 }
 
 /// The offset of the `len` bytes at `addr` in the region of `size` bytes at `start`, where
@@ -216,18 +221,22 @@ mod tests {
     }
 
     #[test]
-    fn control_blocks_hold_a_post_counter_and_a_notice_per_rank_and_the_notifications() {
-        assert_eq!(ctrl_block(1), 5 * PAGE);
-        assert_eq!(ctrl_block(512), 5 * PAGE);
-        assert_eq!(ctrl_block(513), 7 * PAGE);
+    fn control_blocks_hold_a_post_counter_and_a_notice_per_rank() {
+        assert_eq!(ctrl_block(1), 4 * PAGE);
+        assert_eq!(ctrl_block(512), 4 * PAGE);
+        assert_eq!(ctrl_block(513), 6 * PAGE);
         for n in [1, 2, 512, 513, 4096] {
             assert!(posted_slot(n - 1) + 8 <= notice_slot(n, 0));
-            assert!(notice_slot(n, n - 1) + 8 <= notify_slot(n, 0));
-            assert!(notify_slot(n, NOTIFY_IDS - 1) + 8 + PAGE <= ctrl_block(n));
+            assert!(notice_slot(n, n - 1) + 8 <= ctrl_block(n));
             assert!(posted_slot(0) >= ACC_LOCK + LINE);
-            assert!(rings_doorbell(notify_slot(n, 0)));
-            assert!(rings_doorbell(notify_slot(n, NOTIFY_IDS - 1)));
         }
+    }
+
+    #[test]
+    fn notification_counters_sit_between_the_completions_and_the_accumulate_lock() {
+        assert!(notify_slot(0) >= COMPLETES + 8);
+        assert!(notify_slot(NOTIFY_IDS - 1) + 8 <= ACC_LOCK);
+        assert_eq!(notify_slot(1) - notify_slot(0), 8);
     }
 
     #[test]
@@ -286,6 +295,7 @@ mod tests {
         assert!(rings_doorbell(FREED_AT));
         assert!(rings_doorbell(COMPLETES));
         assert!(rings_doorbell(posted_slot(0)) && rings_doorbell(posted_slot(7)));
+        assert!(rings_doorbell(notify_slot(0)) && rings_doorbell(notify_slot(NOTIFY_IDS - 1)));
         for quiet in [LOCK, SLEEPERS, DOORBELL, BARRIER_DONE, ACC_LOCK] {
             assert!(!rings_doorbell(quiet), "offset {quiet}");
         }

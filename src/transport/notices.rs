@@ -135,9 +135,9 @@ mod tests {
 
     #[test]
     fn tags_fit_the_data_the_provider_carries_and_are_reused_once_free() {
-        // 32 bits of data (verbs' immediate): 23 bits of tag.
+        // 32 bits of data (verbs' immediate): 24 bits of tag.
         let notices = Arc::new(Notices::new(32));
-        assert_eq!(notices.limit, 1 << 23);
+        assert_eq!(notices.limit, 1 << 24);
         assert!(data(notices.limit - 1, NOTIFY_IDS - 1) <= u64::from(u32::MAX));
         // A provider with room for 3 tags only (1 to 3; 0 is none).
         let small = Arc::new(Notices::new(ID_BITS + 2));

@@ -63,7 +63,7 @@ impl Window<'_> {
                 ),
             ));
         }
-        Ok(layout::notify_slot(self.comm.size(), id))
+        Ok(layout::notify_slot(id))
     }
 
     /// Tell `target` that notification `id` happened, after everything this rank issued to it
@@ -77,7 +77,7 @@ impl Window<'_> {
         self.atomic_route().signal(target, slot, 1)
     }
 
-    /// [`Window::put`] with a notification with id `id` (below 512) to `target`, which never
+    /// [`Window::put`] with a notification with id `id` (below 256) to `target`, which never
     /// arrives before the data: once [`Window::wait_notify`] at the target has counted it, the
     /// data is in the target's memory. Valid where `put` is, in every kind of epoch; an id out
     /// of range gives MPI_ERR_ARG and moves nothing. No flush is needed for the notification

@@ -15,7 +15,7 @@ const LENGTHS: [usize; 3] = [1, 100, 16_384];
 /// The id data is notified with.
 const DATA: usize = 7;
 /// The id the target acknowledges each round with (the last one).
-const ACK: usize = 511;
+const ACK: usize = 255;
 
 /// Every rank but 0 puts a vector tagged with (itself, round) into its own part of rank 0's
 /// window with one notification each; rank 0 waits for all of them as one count, checks every
@@ -125,9 +125,9 @@ pub fn epochs(world: &World, flavor: Flavor) -> Res {
                 .ctx("put_notify under a lock")?;
         }
         expect_class(
-            win.put_notify(&[0u64], right, 4, 512),
+            win.put_notify(&[0u64], right, 4, 256),
             ErrorClass::Arg,
-            "put_notify with id 512",
+            "put_notify with id 256",
         )?;
         expect_class(
             win.put_notify(&[0u64], right, 8, 3),
@@ -149,9 +149,9 @@ pub fn epochs(world: &World, flavor: Flavor) -> Res {
             "under the lock"
         );
         expect_class(
-            win.wait_notify(512, 1),
+            win.wait_notify(256, 1),
             ErrorClass::Arg,
-            "wait_notify id 512",
+            "wait_notify id 256",
         )?;
         ensure!(
             !win.test_notify(3, 1).ctx("test_notify")?,
