@@ -59,10 +59,8 @@ pub struct Endpoint {
     pub(crate) local_mr: bool,
     /// Whether `fi_atomic` has read its operands when it completes ([`Endpoint::plain_atomics`]).
     plain_atomics: bool,
-    /// Whether writes and atomics to a peer land in order ([`Endpoint::orders_writes`]).
-    orders_writes: bool,
     /// Bits of data a write may carry to the peer ([`Endpoint::remote_data_bits`]).
-    pub(crate) remote_data_bits: u32,
+    remote_data_bits: u32,
     pub(crate) inject: usize,
     pub(crate) delivery: u64,
     pub(crate) max_msg: usize,
@@ -152,7 +150,6 @@ impl Endpoint {
         Ok(Endpoint {
             local_mr: p.mr_mode().contains(MrMode::LOCAL),
             plain_atomics: p.name() != "shm",
-            orders_writes: p.orders_writes(),
             remote_data_bits: 8 * p.remote_data_bytes() as u32,
             inject: p.inject_size(),
             delivery: if p.delivery_complete() {
@@ -196,14 +193,6 @@ impl Endpoint {
     /// the suite's exact counts), so every atomic there fetches.
     pub fn plain_atomics(&self) -> bool {
         self.plain_atomics
-    }
-
-    /// Whether a write and a later atomic to the same peer land there in that order, the
-    /// write's data before the atomic's effect, whatever the write's size
-    /// ([`crate::Provider::orders_writes`]): an atomic that tells the peer the data is there
-    /// then needs no flush before it.
-    pub fn orders_writes(&self) -> bool {
-        self.orders_writes
     }
 
     /// Bits of data a write may carry to its peer ([`Endpoint::write_notify`]): 64 over tcp and

@@ -315,19 +315,6 @@ impl Provider {
         unsafe { (*self.get().ep_attr).max_msg_size }
     }
 
-    /// Whether RMA writes and atomics to a peer land there in the order they were issued, data
-    /// included, whatever their size: `FI_ORDER_WAW` in `tx_attr->msg_order`, and a
-    /// `max_order_waw_size` that covers the largest transfer. True of tcp;ofi_rxm; not of
-    /// libfabric 1.17's shm provider, whose `max_order_waw_size` is 0.
-    pub fn orders_writes(&self) -> bool {
-        // SAFETY: tx_attr and ep_attr of an fi_info from fi_getinfo are valid pointers.
-        let (order, size) = unsafe {
-            let i = self.get();
-            ((*i.tx_attr).msg_order, (*i.ep_attr).max_order_waw_size)
-        };
-        order & sys::FI_ORDER_WAW as u64 != 0 && size >= self.max_msg_size()
-    }
-
     /// Bytes of data a write may carry to the peer's completion queue (`FI_REMOTE_CQ_DATA`):
     /// the domain's `cq_data_size` (8 over tcp and shm, 4 over verbs).
     pub fn remote_data_bytes(&self) -> usize {

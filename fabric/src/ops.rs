@@ -107,7 +107,7 @@ impl Endpoint {
         data: u64,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
-        if self.remote_data_bits == 0 || src.len() > self.step() {
+        if self.remote_data_bits() == 0 || src.len() > self.step() {
             return Err(invalid("fi_writedata"));
         }
         self.write_with(src, to, Some(data), keep_waiting)
@@ -122,13 +122,7 @@ impl Endpoint {
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         if src.len() <= self.inject {
-            let way = Way::Write { inject: true, data };
-            let (buf, len) = (src.as_ptr() as usize, src.len());
-            let mut rma = [range(to, len)];
-            let null = ptr::null_mut();
-            return self
-                .rma_msg(way, buf, len, null, to.peer, &mut rma, None, keep_waiting)
-                .map(drop);
+            return self.inject(src, to, data, keep_waiting);
         }
         // SAFETY: `src` is borrowed until this call returns, after the waits below.
         let lent = unsafe { self.lend(src.as_ptr() as usize, src.len())? };
@@ -144,19 +138,15 @@ impl Endpoint {
         let mut slots = Vec::new();
         let posted = (0..len).step_by(step).try_for_each(|at| {
             let n = step.min(len - at);
-            let way = Way::Write {
-                inject: false,
-                data: data.filter(|_| at + n == len),
-            };
-            let mut rma = [range(to.at(at), n)];
-            let s = self.rma_msg(
-                way,
+            let last = data.filter(|_| at + n == len);
+            let s = self.rma_write(
                 from + at,
                 n,
                 desc,
-                to.peer,
-                &mut rma,
+                to.at(at),
                 None,
+                false,
+                last,
                 keep_waiting,
             )?;
             slots.extend(s);
@@ -204,17 +194,27 @@ impl Endpoint {
         }
     }
 
-    /// Inject `src` (at most the provider's inject size) to `to`: reusable at once, counted for
-    /// the peer's flush.
+    /// Inject `src` (at most the provider's inject size) to `to`, carrying `data` to the peer's
+    /// completion queue where there is some: reusable at once, counted for the peer's flush.
     pub(crate) fn inject(
         &self,
         src: &[u8],
         to: Remote,
+        data: Option<u64>,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         let (buf, len) = (src.as_ptr() as usize, src.len());
-        self.rma_write(buf, len, ptr::null_mut(), to, None, true, keep_waiting)
-            .map(drop)
+        self.rma_write(
+            buf,
+            len,
+            ptr::null_mut(),
+            to,
+            None,
+            true,
+            data,
+            keep_waiting,
+        )
+        .map(drop)
     }
 
     /// Wait for every slot of `slots`, also after a failure; the first failure is returned.
@@ -234,7 +234,8 @@ impl Endpoint {
     }
 
     /// Post one write of `len` bytes at `buf`: injected (counted only) when `inject`, else with
-    /// a slot of its own, keeping `keep` until it settles.
+    /// a slot of its own, keeping `keep` until it settles; carrying `data` to the peer's
+    /// completion queue where there is some.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn rma_write(
         &self,
@@ -244,10 +245,11 @@ impl Endpoint {
         to: Remote,
         keep: Option<Staged>,
         inject: bool,
+        data: Option<u64>,
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Option<Slot>, FiError> {
         let mut rma = [range(to, len)];
-        let way = Way::Write { inject, data: None };
+        let way = Way::Write { inject, data };
         self.rma_msg(way, buf, len, desc, to.peer, &mut rma, keep, keep_waiting)
     }
 

@@ -103,7 +103,7 @@ impl Endpoint {
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<Ticket, FiError> {
         if src.len() <= self.inject {
-            self.inject(src, to, keep_waiting)?;
+            self.inject(src, to, None, keep_waiting)?;
             return Ok(Ticket::without_slots(None));
         }
         let staged = self.core.stage(src.len(), self.local_mr)?;
@@ -113,7 +113,16 @@ impl Endpoint {
         for at in (0..src.len()).step_by(step) {
             let n = step.min(src.len() - at);
             let keep = Some(staged.clone());
-            let s = self.rma_write(base + at, n, desc, to.at(at), keep, false, keep_waiting)?;
+            let s = self.rma_write(
+                base + at,
+                n,
+                desc,
+                to.at(at),
+                keep,
+                false,
+                None,
+                keep_waiting,
+            )?;
             t.push(s);
         }
         Ok(t)

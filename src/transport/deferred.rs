@@ -75,7 +75,6 @@ impl<'a> Deferred<'a> {
                 needs_target_progress: false,
                 wakes_sleepers: true,
                 atomics_order_prior: false,
-                signals_follow_puts: false,
                 inject: 0,
                 max_msg: usize::MAX,
                 local_mr: false,

@@ -213,10 +213,6 @@ pub struct Caps {
     /// same target, complete there (CPU atomics after plain stores): releasing a lock needs no
     /// flush before it.
     pub atomics_order_prior: bool,
-    /// A [`Transport::signal`] lands after every put this origin issued to the same target
-    /// before it, data included, without a flush between them (copies complete when they
-    /// return; a provider that orders writes and atomics): a notified put needs no flush.
-    pub signals_follow_puts: bool,
     /// The largest put handed to the transport at once, its buffer free when the call returns
     /// without waiting for the target (`usize::MAX`: every put completes when it returns).
     pub inject: usize,

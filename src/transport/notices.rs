@@ -39,10 +39,16 @@ impl Counts {
 /// The windows of an endpoint that take notifications, by tag.
 #[derive(Debug)]
 pub(crate) struct Notices {
-    windows: Mutex<HashMap<u32, Arc<Counts>>>,
+    windows: Mutex<Tags>,
     /// Tags are below this: the data's other bits, within what the provider carries.
     limit: u32,
-    next: Mutex<u32>,
+}
+
+/// The live windows by tag, and the tag handed out last.
+#[derive(Debug, Default)]
+struct Tags {
+    live: HashMap<u32, Arc<Counts>>,
+    last: u32,
 }
 
 impl Notices {
@@ -55,27 +61,25 @@ impl Notices {
     fn new(bits: u32) -> Notices {
         let tag_bits = bits.min(63).saturating_sub(ID_BITS).min(31);
         Notices {
-            windows: Mutex::new(HashMap::new()),
+            windows: Mutex::default(),
             limit: 1 << tag_bits,
-            next: Mutex::new(0),
         }
     }
 
-    fn windows(&self) -> MutexGuard<'_, HashMap<u32, Arc<Counts>>> {
+    fn windows(&self) -> MutexGuard<'_, Tags> {
         self.windows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A tag, not 0 and not held by a live window, and its counts; `None` when every tag is
     /// held.
     pub(crate) fn register(self: &Arc<Self>) -> Option<Window> {
-        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
         let mut windows = self.windows();
         for _ in 0..self.limit {
-            *next = (*next + 1) % self.limit;
-            let tag = *next;
-            if tag != 0 && !windows.contains_key(&tag) {
+            windows.last = (windows.last + 1) % self.limit;
+            let tag = windows.last;
+            if tag != 0 && !windows.live.contains_key(&tag) {
                 let counts = Arc::new(Counts((0..NOTIFY_IDS).map(|_| AtomicU64::new(0)).collect()));
-                windows.insert(tag, counts.clone());
+                windows.live.insert(tag, counts.clone());
                 return Some(Window {
                     tag,
                     counts,
@@ -91,7 +95,7 @@ impl Notices {
     pub(crate) fn deliver(&self, data: u64) {
         let tag = u32::try_from(data >> ID_BITS).unwrap_or(0);
         let id = (data & (NOTIFY_IDS as u64 - 1)) as usize;
-        if let Some(counts) = self.windows().get(&tag) {
+        if let Some(counts) = self.windows().live.get(&tag) {
             counts.0[id].fetch_add(1, Ordering::AcqRel);
         }
     }
@@ -107,7 +111,7 @@ pub(crate) struct Window {
 
 impl Drop for Window {
     fn drop(&mut self) {
-        self.notices.windows().remove(&self.tag);
+        self.notices.windows().live.remove(&self.tag);
     }
 }
 

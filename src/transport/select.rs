@@ -55,7 +55,6 @@ mod tests {
             needs_target_progress: false,
             wakes_sleepers: false,
             atomics_order_prior: false,
-            signals_follow_puts: false,
             inject: 0,
             max_msg: usize::MAX,
             local_mr: false,

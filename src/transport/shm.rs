@@ -237,7 +237,6 @@ pub(crate) const CAPS: Caps = Caps {
     needs_target_progress: false,
     wakes_sleepers: true,
     atomics_order_prior: true,
-    signals_follow_puts: true,
     inject: usize::MAX,
     max_msg: usize::MAX,
     local_mr: false,

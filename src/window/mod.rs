@@ -105,9 +105,6 @@ pub struct Window<'a> {
     /// Whether the atomic route orders an atomic after earlier operations to targets it also
     /// moves data to (its caps' `atomics_order_prior`), read once.
     atomics_ordered: bool,
-    /// Whether the atomic route's signals land after the puts it moved before them (its caps'
-    /// `signals_follow_puts`), read once: a notified put then needs no flush.
-    notify_ordered: bool,
     /// How many notifications of each id this rank's waits have consumed (grown to the
     /// highest id waited for).
     notified: RefCell<Vec<u64>>,

@@ -66,14 +66,12 @@ impl Window<'_> {
         Ok(layout::notify_slot(id))
     }
 
-    /// Tell `target` that notification `id` happened, after everything this rank issued to it
-    /// before: the signal right behind it where the atomic route orders signals after the data
-    /// it moved (shared memory), after completing it at the target otherwise.
-    fn notify(&self, target: usize, id: usize) -> Result<()> {
-        let slot = self.notify_slot(id)?;
-        if self.routes[target] != self.atomics || !self.notify_ordered {
-            self.complete_at(target)?;
-        }
+    /// Add 1 to `target`'s notification counter at `slot`, after everything this rank issued
+    /// to it before: right behind it where the atomic route orders atomics after the data it
+    /// moved (shared memory), after completing it at the target otherwise, as the signals that
+    /// end epochs go.
+    fn notify(&self, target: usize, slot: usize) -> Result<()> {
+        self.settle_before_signal(target)?;
         self.atomic_route().signal(target, slot, 1)
     }
 
@@ -91,18 +89,29 @@ impl Window<'_> {
         id: usize,
     ) -> Result<()> {
         in_call(Some(self.rank()), "MPIX_Put_notify", || {
-            self.notify_slot(id)?;
+            let slot = self.notify_slot(id)?;
             let bytes: &[u8] = bytemuck::cast_slice(origin);
             let (space, off) = self.place(target, disp, bytes.len(), false)?;
-            if self.direct.data(target).is_none() || space != Space::Data {
-                let route = self.route(target);
-                if route.put_notify(target, space, off, bytes, id)? {
-                    self.epochs.borrow_mut().issued();
-                    return Ok(());
+            // As `put` moves the bytes, unless the route carries the notification with them.
+            let carried = match self.direct.data(target).filter(|_| space == Space::Data) {
+                Some(mem) => {
+                    mem.write(off, bytes)?;
+                    false
                 }
+                None => {
+                    let route = self.route(target);
+                    let carried = route.put_notify(target, space, off, bytes, id)?;
+                    if !carried {
+                        route.put(target, space, off, bytes)?;
+                    }
+                    carried
+                }
+            };
+            self.epochs.borrow_mut().issued();
+            match carried {
+                true => Ok(()),
+                false => self.notify(target, slot),
             }
-            self.put(origin, target, disp)?;
-            self.notify(target, id)
         })
     }
 
@@ -116,9 +125,9 @@ impl Window<'_> {
         id: usize,
     ) -> Result<()> {
         in_call(Some(self.rank()), "MPIX_Get_notify", || {
-            self.notify_slot(id)?;
+            let slot = self.notify_slot(id)?;
             self.get(origin, target, disp)?;
-            self.notify(target, id)
+            self.notify(target, slot)
         })
     }
 

@@ -715,12 +715,10 @@ fn assemble<'a>(comm: &Comm, p: Parts<'a>, forced: bool, collectives: u64) -> Re
             local_mr = c.local_mr,
             native_atomics = %c.native_atomics,
             cpu_atomics = c.cpu_atomics,
-            signals_follow_puts = c.signals_follow_puts,
             "window transport"
         );
     }
     let atomics_ordered = caps[atomics].atomics_order_prior;
-    let notify_ordered = caps[atomics].signals_follow_puts;
     let loaded = (0..comm.size())
         .filter(|&t| t == me || (p.flavor != Flavor::Dynamic && p.shared[t].is_some()))
         .collect();
@@ -748,7 +746,6 @@ fn assemble<'a>(comm: &Comm, p: Parts<'a>, forced: bool, collectives: u64) -> Re
         hints: Cell::new(p.hints),
         atomics,
         atomics_ordered,
-        notify_ordered,
         notified: RefCell::new(Vec::new()),
         direct,
         transports,

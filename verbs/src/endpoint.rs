@@ -89,9 +89,8 @@ pub struct Request {
 
 /// What one operation does.
 enum Work<'s> {
-    Write(&'s [u8]),
-    /// A write whose immediate data reaches the peer's completion queue.
-    WriteImm(&'s [u8], u32),
+    /// A write, with immediate data for the peer's completion queue where there is some.
+    Write(&'s [u8], Option<u32>),
     Read(usize),
     Atomic(Atomic),
 }
@@ -424,7 +423,7 @@ impl Endpoint {
         for (i, piece) in src.chunks(chunk).enumerate() {
             let at = shifted(to, i * chunk);
             self.core
-                .start(peer, Work::Write(piece), at, false, false, live)?;
+                .start(peer, Work::Write(piece, None), at, false, false, live)?;
         }
         Ok(())
     }
@@ -450,7 +449,7 @@ impl Endpoint {
             ));
         }
         self.core
-            .start(peer, Work::WriteImm(src, imm), to, false, false, live)
+            .start(peer, Work::Write(src, Some(imm)), to, false, false, live)
             .map(drop)
     }
 
@@ -608,7 +607,7 @@ impl Endpoint {
         };
         if queued > 0 {
             if !signaled {
-                c.start(peer, Work::Write(&[]), probe, false, true, live)?;
+                c.start(peer, Work::Write(&[], None), probe, false, true, live)?;
             }
             c.wait(
                 "flushing RDMA writes",
@@ -704,12 +703,11 @@ impl Core {
             }
         }
         let len = match work {
-            Work::Write(src) | Work::WriteImm(src, _) => src.len(),
+            Work::Write(src, _) => src.len(),
             Work::Read(len) => len,
             Work::Atomic(_) => 8,
         };
-        let writes = matches!(work, Work::Write(_) | Work::WriteImm(..));
-        let inline = writes && len <= self.inline.get() as usize;
+        let inline = matches!(work, Work::Write(..)) && len <= self.inline.get() as usize;
         let buf = match inline {
             true => None,
             false => Some(self.state.borrow_mut().stage.take(len)?),
@@ -719,14 +717,14 @@ impl Core {
         // The scatter-gather entry first, whole: the request points to it.
         let mut sge = match (&buf, &work) {
             (Some(b), work) => {
-                if let Work::Write(src) | Work::WriteImm(src, _) = work {
+                if let Work::Write(src, _) = work {
                     stage.fill(b, src);
                 }
                 staged(stage.at(b), len)
             }
             (None, work) => sys::ibv_sge {
                 addr: match work {
-                    Work::Write(src) | Work::WriteImm(src, _) => src.as_ptr() as u64,
+                    Work::Write(src, _) => src.as_ptr() as u64,
                     _ => 0,
                 },
                 length: len as u32,
@@ -740,10 +738,10 @@ impl Core {
             ..Default::default()
         };
         match work {
-            Work::Write(_) | Work::WriteImm(..) | Work::Read(_) => {
+            Work::Write(..) | Work::Read(_) => {
                 wr.opcode = match work {
                     Work::Read(_) => sys::IBV_WR_RDMA_READ,
-                    Work::WriteImm(_, imm) => {
+                    Work::Write(_, Some(imm)) => {
                         wr.__bindgen_anon_1.imm_data = imm.to_be();
                         sys::IBV_WR_RDMA_WRITE_WITH_IMM
                     }

@@ -280,7 +280,6 @@ impl<'a> Opened<'a> for OpenedFabric<'a> {
                 needs_target_progress: true,
                 wakes_sleepers: false,
                 atomics_order_prior: false,
-                signals_follow_puts: ep.orders_writes(),
                 inject: ep.inject_size(),
                 max_msg: ep.max_msg_size(),
                 local_mr: ep.local_mr(),

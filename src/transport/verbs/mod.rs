@@ -281,9 +281,6 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
                 needs_target_progress: false,
                 wakes_sleepers: false,
                 atomics_order_prior: false,
-                // Not claimed: a notified put carries its notification as the immediate data
-                // of its write; a notified get flushes before its atomic.
-                signals_follow_puts: false,
                 inject: ep.max_inline(),
                 max_msg: usize::MAX,
                 local_mr: true,
