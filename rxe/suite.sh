@@ -6,8 +6,9 @@
 # tests over rxe0, then every trial of the ranks suite over libfabric's verbs;ofi_rxm
 # (fabric_verbs) and over the direct verbs transport (verbs): each scenario at 2 and 3 ranks,
 # the chapter examples, the linked list and the stencils, the stencil under every process
-# manager. Prints `verbs-suite: N trials passed, F failed, I ignored` and exits non-zero on any
-# failure or ignored trial.
+# manager; then the IMB-RMA benchmarks (`onesided bench imb`, small sizes) over both. Prints
+# `verbs-suite: N trials passed, F failed, I ignored` and exits non-zero on any failure or
+# ignored trial.
 set -u
 fails=0
 step() { echo "verbs-suite: $*"; }
@@ -46,5 +47,22 @@ read -r passed failed ignored < <(awk '/^test result:/ { p += $4; f += $6; i += 
   END { print p, f, i }' /tmp/ranks.txt)
 step "${passed:-0} trials passed, ${failed:-?} failed, ${ignored:-?} ignored"
 [[ ${passed:-0} -gt 0 && ${failed:-1} -eq 0 && ${ignored:-1} -eq 0 ]] || fails=$((fails + 1))
+# The 19 IMB-RMA benchmarks in 29 tables (10 in two modes), with Truly_passive_put's figures
+for over in verbs fabric_verbs; do
+  step "bench imb over $over"
+  case $over in
+    verbs) env=(ONESIDED_TRANSPORT=verbs) ;;
+    fabric_verbs) env=(ONESIDED_TRANSPORT=fabric "FI_PROVIDER=verbs;ofi_rxm") ;;
+  esac
+  env "${env[@]}" "$BIN/onesided" bench imb -n 2 -m 1K:64K -i 20 -x 2 > /tmp/imb.txt 2>&1
+  rc=$?
+  tables=$(grep -c '^# Benchmarking ' /tmp/imb.txt)
+  sed -n '/Benchmarking Truly_passive_put/,/^$/p' /tmp/imb.txt
+  if [[ $rc -ne 0 || $tables -ne 29 ]]; then
+    step "bench imb over $over: exit $rc, $tables tables of 29"
+    tail -20 /tmp/imb.txt
+    fails=$((fails + 1))
+  fi
+done
 step "$fails step(s) failed"
 exit $((fails > 0))

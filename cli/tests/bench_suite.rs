@@ -541,11 +541,16 @@ fn bench_all_json_is_one_document_of_every_test() {
         ("alltoall_put", 4),
         ("mixed_epochs", 4),
         ("window_create", 4),
+        ("window_scale", 4),
+        ("shared_alloc", 4),
     ] {
         let recs = records(&doc, test);
         assert!(!recs.is_empty(), "no {test}: {out}");
         assert!(recs.iter().all(|r| r["ranks"] == ranks), "{test}: {out}");
-        recs.iter().for_each(|r| check_values(r));
+        // The scale tests' memory and descriptor counts may be 0.
+        if !matches!(test, "window_scale" | "shared_alloc") {
+            recs.iter().for_each(|r| check_values(r));
+        }
     }
 }
 
@@ -656,6 +661,11 @@ fn bench_refusals_say_why() {
     assert!(busy(&["-w", "dynamic"]).contains("not -w dynamic"));
     assert!(refused(&["put_bibw", "--target", "sleep"]).contains("not put_bibw"));
     assert!(refused(&["fence_latency", "--target", "sleep"]).contains("--target applies to"));
+    assert!(refused(&["put_latency", "Unidir_put"]).contains("follow `imb`"));
+    assert!(refused(&["imb", "-w", "dynamic"]).contains("not -w dynamic"));
+    assert!(refused(&["imb", "-s", "lock"]).contains("-s applies to"));
+    assert!(refused(&["imb", "No_such_put"]).contains("invalid value 'No_such_put'"));
+    assert!(refused(&["fence_latency", "-W", "8"]).contains("and window_scale"));
     let exe = env!("CARGO_BIN_EXE_onesided");
     let out = onesided(&[
         "run",
@@ -669,4 +679,298 @@ fn bench_refusals_say_why() {
         "5",
     ]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("put_latency needs exactly 2 ranks"));
+}
+
+/// The tables of IMB text: per `# Benchmarking` line, the name, the processes, the mode (if
+/// any), the column heads and the sizes of its rows.
+type ImbTable = (String, usize, Option<String>, Vec<String>, Vec<usize>);
+
+fn imb_tables(out: &str) -> Vec<ImbTable> {
+    let mut tables: Vec<ImbTable> = Vec::new();
+    for line in out.lines() {
+        if let Some(name) = line.strip_prefix("# Benchmarking ") {
+            tables.push((name.trim().to_owned(), 0, None, Vec::new(), Vec::new()));
+            continue;
+        }
+        let Some(t) = tables.last_mut() else { continue };
+        if let Some(n) = line.strip_prefix("# #processes = ") {
+            t.1 = n.trim().parse().expect("processes");
+        } else if let Some(mode) = line.strip_prefix("#    MODE: ") {
+            t.2 = Some(mode.trim().to_owned());
+        } else if line.trim_start().starts_with("#bytes") {
+            t.3 = line.split_whitespace().map(str::to_owned).collect();
+        } else if !line.starts_with('#') && !line.trim().is_empty() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(fields.len(), t.3.len(), "row {line:?} of {}", t.0);
+            for f in &fields[2..] {
+                let v: f64 = f.parse().unwrap_or_else(|_| panic!("{line:?}"));
+                assert!(v >= 0.0 && v.is_finite(), "{line:?}");
+            }
+            // Every field 13 wide, as IMB prints them.
+            assert_eq!(line.len(), 13 * fields.len(), "{line:?}");
+            t.4.push(fields[0].parse().expect("size"));
+        }
+    }
+    tables
+}
+
+/// `bench imb`: all 19 IMB-RMA benchmarks in IMB's order and tables, the single transfers on 2
+/// of the job's 3 ranks in both modes, the others on all 3; sizes from 0 as IMB's, one element
+/// for the atomics; the output reads back with `bench compare`.
+#[test]
+fn bench_imb_runs_every_benchmark_in_imbs_tables() {
+    let out = bench(&["imb", "-n", "3", "-m", "8:64", "-i", "5", "-x", "1"]);
+    let tables = imb_tables(&out);
+    let names: Vec<&str> = tables.iter().map(|t| t.0.as_str()).collect();
+    let mut distinct = names.clone();
+    distinct.dedup();
+    assert_eq!(
+        distinct,
+        [
+            "Unidir_put",
+            "Unidir_get",
+            "Bidir_put",
+            "Bidir_get",
+            "One_put_all",
+            "One_get_all",
+            "All_put_all",
+            "All_get_all",
+            "Put_local",
+            "Get_local",
+            "Put_all_local",
+            "Get_all_local",
+            "Exchange_put",
+            "Exchange_get",
+            "Accumulate",
+            "Get_accumulate",
+            "Fetch_and_op",
+            "Compare_and_swap",
+            "Truly_passive_put",
+        ],
+        "{out}"
+    );
+    assert_eq!(tables.len(), 19 + 10, "10 benchmarks in two modes:\n{out}");
+    let time_bw = ["#bytes", "#repetitions", "t[usec]", "Mbytes/sec"];
+    let range = [
+        "#bytes",
+        "#repetitions",
+        "t_min[usec]",
+        "t_max[usec]",
+        "t_avg[usec]",
+    ];
+    for (name, processes, mode, heads, sizes) in &tables {
+        let (want_ranks, want_heads): (usize, &[&str]) = match name.as_str() {
+            "All_put_all" | "All_get_all" | "Exchange_put" | "Exchange_get" => (3, &range),
+            "One_put_all" | "One_get_all" | "Put_all_local" | "Get_all_local" => (3, &time_bw),
+            "Truly_passive_put" => (
+                2,
+                &["#bytes", "#repetitions", "t_pure[usec]", "t_ovrl[usec]"],
+            ),
+            _ => (2, &time_bw),
+        };
+        assert_eq!(*processes, want_ranks, "{name}");
+        assert_eq!(heads, want_heads, "{name}");
+        let want_sizes: &[usize] = match name.as_str() {
+            "Fetch_and_op" | "Compare_and_swap" => &[4],
+            _ => &[0, 8, 16, 32, 64],
+        };
+        assert_eq!(sizes, want_sizes, "{name}");
+        assert_eq!(
+            mode.is_some(),
+            want_ranks == 2 && heads == &time_bw,
+            "{name}"
+        );
+    }
+    assert!(
+        out.contains("# ( 1 additional process waiting in MPI_Barrier)"),
+        "{out}"
+    );
+    assert!(out.contains("#    MODE: NON-AGGREGATE \n"), "{out}");
+    assert!(
+        out.ends_with("# All processes entering MPI_Finalize\n\n"),
+        "{out}"
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("imb.txt");
+    std::fs::write(&file, &out).expect("write");
+    let path = file.to_str().expect("path");
+    let compared = bench(&["compare", path, path]);
+    for series in [
+        "# Unidir_put, AGGREGATE, 2 ranks: Latency (us)",
+        "# Truly_passive_put t_ovrl, 2 ranks: Latency (us)",
+        "# Exchange_get t_max, 3 ranks: Latency (us)",
+        "# One_put_all, 3 ranks: Bandwidth (MB/s)",
+    ] {
+        assert!(compared.contains(series), "{series}:\n{compared}");
+    }
+}
+
+/// `bench imb --format json`: a record per size and column, named as IMB names the benchmark
+/// and the column; with repetitions, the statistics over them.
+#[test]
+fn bench_imb_json_names_benchmarks_and_columns_as_imb() {
+    let out = bench(&[
+        "imb",
+        "Exchange_put",
+        "truly_passive_put",
+        "FETCH_AND_OP",
+        "-n",
+        "3",
+        "-m",
+        "64:128",
+        "-i",
+        "4",
+        "-x",
+        "1",
+        "--format",
+        "json",
+        "-r",
+        "2",
+    ]);
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(doc["context"]["ranks"], 3);
+    let exchange = records(&doc, "Exchange_put");
+    let units: Vec<&str> = exchange
+        .iter()
+        .map(|r| r["unit"].as_str().unwrap())
+        .collect();
+    assert_eq!(units, ["us t_min", "us t_max", "us t_avg"].repeat(3));
+    assert_eq!(sizes_of(&exchange), [0, 0, 0, 64, 64, 64, 128, 128, 128]);
+    for r in &exchange {
+        assert_eq!(r["ranks"], 3);
+        assert_eq!(r["window"], "MPI_Win_create");
+        assert_eq!(r["repetitions"], 2);
+        assert_eq!(r["sync"], Value::Null);
+        if r["size"] != 0 {
+            check_values(r);
+        }
+    }
+    let passive = records(&doc, "Truly_passive_put");
+    assert_eq!(passive.len(), 6);
+    assert!(passive.iter().all(|r| r["ranks"] == 2), "{out}");
+    let fop = records(&doc, "Fetch_and_op");
+    let modes: Vec<(&str, &str)> = fop
+        .iter()
+        .map(|r| (r["sync"].as_str().unwrap(), r["unit"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("NON-AGGREGATE", "us"),
+            ("NON-AGGREGATE", "MB/s"),
+            ("AGGREGATE", "us"),
+            ("AGGREGATE", "MB/s"),
+        ]
+    );
+    assert!(
+        fop.iter()
+            .all(|r| r["size"] == 4 && r["datatype"] == "MPI_FLOAT")
+    );
+}
+
+/// `bench imb` over libfabric (tcp and shm providers, where built) and over windows of every
+/// creation it takes: every benchmark runs and prints its rows.
+#[test]
+fn bench_imb_runs_over_the_fabric_and_every_window_creation() {
+    let mut runs: Vec<(Vec<&str>, &str)> =
+        vec![(vec!["-w", "allocate"], ""), (vec!["-w", "alloc_mem"], "")];
+    if onesided_fabric::BUILT_WITH.is_some() {
+        runs.push((vec!["--transport", "fabric"], "tcp"));
+        runs.push((vec!["--transport", "fabric"], "shm"));
+    }
+    for (extra, provider) in runs {
+        let mut args = vec![
+            "bench", "imb", "-n", "2", "-m", "1K:4K", "-i", "4", "-x", "1",
+        ];
+        args.extend(&extra);
+        let out = onesided_with(&args, &[("FI_PROVIDER", provider)]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{args:?} FI_PROVIDER={provider}: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tables = imb_tables(&stdout);
+        assert_eq!(tables.len(), 29, "{args:?} {provider}:\n{stdout}");
+        assert!(tables.iter().all(|t| !t.4.is_empty()), "{stdout}");
+    }
+}
+
+/// `window_scale` and `shared_alloc` over shared memory and (where built) libfabric's tcp
+/// provider: every window alive at once and freed, a row of positive times and counts, the
+/// shared window's parts written and read back (rank 0 fails otherwise).
+#[test]
+fn bench_scale_tests_keep_many_windows_and_large_shared_ones() {
+    let mut transports = vec!["auto"];
+    if onesided_fabric::BUILT_WITH.is_some() {
+        transports.push("fabric");
+    }
+    for transport in transports {
+        let out = onesided_with(
+            &[
+                "bench",
+                "window_scale",
+                "-n",
+                "3",
+                "-W",
+                "300",
+                "--format",
+                "json",
+                "-r",
+                "1",
+                "--transport",
+                transport,
+            ],
+            &[("FI_PROVIDER", "tcp")],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{transport}: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_str(&stdout).expect("json");
+        let rows = records(&doc, "window_scale");
+        let units: Vec<&str> = rows.iter().map(|r| r["unit"].as_str().unwrap()).collect();
+        assert_eq!(units, ["us", "us free", "KiB", "KiB shm", "fd"], "{stdout}");
+        for r in &rows {
+            assert_eq!(
+                (r["size"].as_u64(), r["iterations"].as_u64()),
+                (Some(8), Some(300))
+            );
+            assert!(r["value"].as_f64().unwrap() >= 0.0, "{r}");
+        }
+        assert!(rows[0]["value"].as_f64().unwrap() > 0.0, "{stdout}");
+        // A window holds some memory, and no descriptor of its own over these transports.
+        assert!(rows[2]["value"].as_f64().unwrap() > 0.0, "{stdout}");
+        assert!(rows[4]["value"].as_f64().unwrap() < 1.0, "{stdout}");
+    }
+    let out = bench(&["shared_alloc", "-n", "3", "-m", "1G:4G"]);
+    assert!(
+        out.contains("# Window creation: MPI_Win_allocate_shared"),
+        "{out}"
+    );
+    let rows: Vec<Vec<f64>> = out
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            l.split_whitespace()
+                .map(|v| v.parse().expect("number"))
+                .collect()
+        })
+        .collect();
+    let sizes: Vec<f64> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(
+        sizes,
+        [1u64 << 30, 2 << 30, 4 << 30].map(|s| s as f64),
+        "{out}"
+    );
+    for r in &rows {
+        assert!(r[1] > 0.0 && r[2] > 0.0, "{out}");
+        // Pages are touched only by use: far less than the window's GiBs.
+        assert!(r[3] < 16.0 * 1024.0, "{out}");
+    }
 }

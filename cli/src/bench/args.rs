@@ -2,6 +2,7 @@
 //! creation, datatypes, output formats and options, as clap parses them.
 
 use super::busy;
+use super::imb::Benchmark;
 use super::sizes::{Sizes, parse_sizes};
 use std::path::PathBuf;
 
@@ -45,17 +46,26 @@ pub enum Test {
     MixedEpochs,
     /// N ranks: time to create a window, the job's first and later ones.
     WindowCreate,
+    /// N ranks: -W windows (1000 unless told) alive at once: time to create and free one, and
+    /// the memory and file descriptors each holds.
+    WindowScale,
+    /// N ranks: Window::allocate_shared of Size bytes in all (1 GiB to 16 GiB unless told):
+    /// time to allocate and free, memory before use.
+    SharedAlloc,
     /// Floor: single-thread memcpy bandwidth in one process.
     MemcpyBw,
     /// Floor: half round trip of an atomic flag ping-pong through shared memory.
     AtomicPingpong,
     /// Every test above in sequence.
     All,
+    /// N ranks: the benchmarks of IMB-RMA (Intel MPI Benchmarks), those named after `imb`
+    /// (all 19 when none is), printed as IMB prints them; not part of `all`.
+    Imb,
 }
 
 impl Test {
     /// The tests `all` runs, in order: those of 2 ranks, then the N-rank tests.
-    pub(super) const EVERY: [Test; 19] = [
+    pub(super) const EVERY: [Test; 21] = [
         Test::PutLatency,
         Test::GetLatency,
         Test::PutBw,
@@ -75,6 +85,8 @@ impl Test {
         Test::AlltoallPut,
         Test::MixedEpochs,
         Test::WindowCreate,
+        Test::WindowScale,
+        Test::SharedAlloc,
     ];
 
     /// The name on the command line.
@@ -97,9 +109,12 @@ impl Test {
             Test::AlltoallPut => "alltoall_put",
             Test::MixedEpochs => "mixed_epochs",
             Test::WindowCreate => "window_create",
+            Test::WindowScale => "window_scale",
+            Test::SharedAlloc => "shared_alloc",
             Test::MemcpyBw => "memcpy_bw",
             Test::AtomicPingpong => "atomic_pingpong",
             Test::All => "all",
+            Test::Imb => "imb",
         }
     }
 
@@ -130,6 +145,9 @@ impl Test {
                 | Test::AlltoallPut
                 | Test::MixedEpochs
                 | Test::WindowCreate
+                | Test::WindowScale
+                | Test::SharedAlloc
+                | Test::Imb
         )
     }
 
@@ -163,6 +181,9 @@ impl Test {
                 | Test::NotifyLatency
                 | Test::AlltoallPut
                 | Test::MemcpyBw
+                | Test::WindowScale
+                | Test::SharedAlloc
+                | Test::Imb
         )
     }
 
@@ -300,32 +321,39 @@ pub struct BenchArgs {
     /// The test to run.
     #[arg(value_enum, value_name = "TEST")]
     pub test: Test,
+    /// The IMB-RMA benchmarks `imb` runs, by IMB's names in any case (Unidir_put ...
+    /// Truly_passive_put) [default: all 19, in IMB's order].
+    #[arg(value_enum, value_name = "BENCHMARK", ignore_case = true)]
+    pub benchmarks: Vec<Benchmark>,
     /// Synchronization of the OSU tests [default: flush; put_bibw: pscw].
     #[arg(short = 's', value_enum, value_name = "SYNC")]
     pub sync: Option<SyncMode>,
-    /// Window creation of the OSU tests [default: allocate].
+    /// Window creation of the OSU tests and imb [default: allocate; imb: create, as IMB's].
     #[arg(short = 'w', value_enum, value_name = "WIN")]
     pub creation: Option<Creation>,
     /// Message sizes: MAX, MIN:MAX, MIN: or :MAX, in bytes with an optional K or M suffix;
-    /// sizes run from MIN, doubling up to MAX [default: 1:4M].
+    /// sizes run from MIN, doubling up to MAX [default: 1:4M; imb: 0, then 1:4M].
     #[arg(short = 'm', value_name = "[MIN:]MAX", value_parser = parse_sizes)]
     pub sizes: Option<Sizes>,
-    /// Timed iterations per repetition [default: OSU's, by test and size].
+    /// Timed iterations per repetition [default: OSU's, by test and size; imb: IMB's, 1000 or
+    /// 40 MiB / size if fewer].
     #[arg(short = 'i', value_name = "ITER")]
     pub iterations: Option<usize>,
-    /// Warm-up iterations per size, before the first repetition [default: OSU's, by test and size].
+    /// Warm-up iterations per size, before the first repetition [default: OSU's, by test and
+    /// size; imb: IMB's, a tenth of the iterations, at least 10].
     #[arg(short = 'x', value_name = "WARMUP")]
     pub warmup: Option<usize>,
     /// Element type of the accumulate tests (acc_latency, get_acc_latency, fop_latency,
     /// cas_latency), as OSU's `-T` [default: int].
     #[arg(short = 'T', value_enum, value_name = "TYPE")]
     pub datatype: Option<Datatype>,
-    /// Operations per synchronization in the bandwidth tests [default: 64].
+    /// Operations per synchronization in the bandwidth tests [default: 64]; window_scale: the
+    /// windows alive at once [default: 1000].
     #[arg(short = 'W', value_name = "WINDOW")]
     pub window: Option<usize>,
     /// Ranks of the N-rank tests (fence_latency, barrier_latency, lock_contention,
-    /// fop_contention, alltoall_put, mixed_epochs, window_create) [default: 4; inside a job:
-    /// the job's].
+    /// fop_contention, alltoall_put, mixed_epochs, window_create, imb) [default: 4; inside a
+    /// job: the job's].
     #[arg(short = 'n', long = "ranks", value_name = "N")]
     pub ranks: Option<usize>,
     /// Start the job as K simulated nodes, as `onesided run --simulate-nodes K` does: a window

@@ -91,26 +91,29 @@ pub fn occupy(win: &Window<'_>, target: Target) -> Result<()> {
     let n = next_loop();
     let at = word(win.size());
     let mut seen = [0u64];
-    let mut sink = 0u64;
     loop {
         win.read_local(at, &mut seen)?;
         // At least `n`: rank 0 may end its next loop, and put `n + 1`, within one slice.
         if seen[0] >= n {
-            std::hint::black_box(sink);
             return Ok(());
         }
         match target {
             Target::Sleep => std::thread::sleep(SLICE),
-            _ => {
-                let start = Instant::now();
-                while start.elapsed() < SLICE {
-                    for i in 0..64u64 {
-                        sink = std::hint::black_box(sink.wrapping_mul(6364136223846793005) ^ i);
-                    }
-                }
-            }
+            _ => compute(SLICE),
         }
     }
+}
+
+/// Computes (a loop of integer arithmetic, without calling onesided) for `time`.
+pub fn compute(time: Duration) {
+    let start = Instant::now();
+    let mut sink = 0u64;
+    while start.elapsed() < time {
+        for i in 0..64u64 {
+            sink = std::hint::black_box(sink.wrapping_mul(6364136223846793005) ^ i);
+        }
+    }
+    std::hint::black_box(sink);
 }
 
 #[cfg(test)]

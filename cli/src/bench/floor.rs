@@ -29,7 +29,7 @@ const YIELD_EVERY: u32 = 1 << 16;
 /// The table of a floor test: its title and description.
 fn table(test: Test, title: &str, note: String, ranks: usize, column: Column) -> Table {
     Table {
-        test,
+        name: test.name(),
         title: title.to_owned(),
         notes: vec![note],
         window: None,
@@ -38,6 +38,7 @@ fn table(test: Test, title: &str, note: String, ranks: usize, column: Column) ->
         ranks,
         show_ranks: false,
         columns: vec![column],
+        imb: None,
     }
 }
 

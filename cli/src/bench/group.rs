@@ -45,7 +45,7 @@ fn table(
     columns: &[Column],
 ) -> Table {
     Table {
-        test,
+        name: test.name(),
         title: format!("onesided {title} Test"),
         notes: Vec::new(),
         window: (test != Test::BarrierLatency).then_some("MPI_Win_allocate"),
@@ -54,6 +54,7 @@ fn table(
         ranks: world.size(),
         show_ranks: true,
         columns: columns.to_vec(),
+        imb: None,
     }
 }
 

@@ -2,15 +2,16 @@
 //! bandwidth, put bi-directional bandwidth, accumulate, get_accumulate, fetch_and_op and
 //! compare_and_swap latency), measured the OSU way and printed as OSU prints them; notified
 //! puts against put, flush and a flag (`notify_latency`); tests of
-//! N ranks (fence, barrier, lock and fetch_and_op contention, all-to-all puts); and two floor
-//! tests that show what the hardware allows on this machine (single-thread memcpy bandwidth,
-//! and the half round trip of an atomic flag in shared memory).
+//! N ranks (fence, barrier, lock and fetch_and_op contention, all-to-all puts); the 19
+//! benchmarks of IMB-RMA in IMB's tables (`imb`); and two floor tests that show what the
+//! hardware allows on this machine (single-thread memcpy bandwidth, and the half round trip of
+//! an atomic flag in shared memory).
 //!
 //! The OSU tests and the floors run on two ranks, the N-rank tests on `-n` ranks (4 unless
 //! told). Started directly, `bench` starts itself again as a job of that many ranks through the
 //! launcher and exits with the job's exit code (`all`: a job of 2 ranks, then one of N); started
 //! by `onesided run -n N` or another process manager, it uses the job's ranks. Rank 0 prints
-//! the results: OSU's tables, or one JSON document, or CSV (`--format`).
+//! the results: OSU's (or IMB's) tables, or one JSON document, or CSV (`--format`).
 
 mod args;
 mod atomic;
@@ -18,12 +19,14 @@ mod busy;
 mod context;
 mod floor;
 mod group;
+mod imb;
 mod measure;
 mod notify;
 mod options;
 mod pages;
 mod report;
 mod rma;
+mod scale;
 mod sizes;
 mod start;
 mod stats;

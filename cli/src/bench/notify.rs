@@ -39,7 +39,7 @@ const FLAGGED: Column = Column {
 /// The ping-pong of both ways per size of the plan; rank 0 reports.
 pub(super) fn notify_latency(world: &World, plan: &Plan, report: &mut Report) -> Result<()> {
     report.table(Table {
-        test: Test::NotifyLatency,
+        name: Test::NotifyLatency.name(),
         title: "onesided Notified Put Latency Test".to_owned(),
         notes: vec![
             "Half round trip of Size bytes handed over: put_notify + wait_notify, and put + \
@@ -52,6 +52,7 @@ pub(super) fn notify_latency(world: &World, plan: &Plan, report: &mut Report) ->
         ranks: 2,
         show_ranks: false,
         columns: vec![NOTIFIED, FLAGGED],
+        imb: None,
     })?;
     for size in plan.sizes.iter() {
         let pass = plan.pass(Kind::Latency, size);

@@ -3,6 +3,7 @@
 
 use super::args::{BenchArgs, Creation, Datatype, Format, SyncMode, Test};
 use super::busy::Target;
+use super::imb;
 use super::sizes::Sizes;
 use onesided::{Error, ErrorClass, Result};
 
@@ -46,7 +47,11 @@ pub(super) struct Plan {
     pub creation: Creation,
     pub datatype: Datatype,
     pub sizes: Sizes,
+    /// Whether `-m` was given (imb starts at size 0 otherwise, as IMB does).
+    sizes_given: bool,
     pub window: usize,
+    /// `-W` as given (window_scale's count of windows).
+    window_given: Option<usize>,
     /// Ranks of the N-rank tests.
     pub ranks: usize,
     pub format: Format,
@@ -78,17 +83,28 @@ impl Plan {
     pub fn new(args: &BenchArgs) -> Result<Plan> {
         let t = args.test;
         let all = t == Test::All;
+        if !args.benchmarks.is_empty() && t != Test::Imb {
+            return Err(usage(format!(
+                "benchmark names follow `imb`, not {}",
+                t.name()
+            )));
+        }
+        if t == Test::Imb && args.creation == Some(Creation::Dynamic) {
+            return Err(usage(
+                "imb addresses displacement 0 of each window: not -w dynamic".into(),
+            ));
+        }
         if let Some(sync) = args.sync {
             check_sync(t, sync)?;
         }
-        if args.creation.is_some() && !(all || t.is_osu()) {
-            return Err(refuse(t, "-w", "the OSU tests"));
+        if args.creation.is_some() && !(all || t.is_osu() || t == Test::Imb) {
+            return Err(refuse(t, "-w", "the OSU tests and imb"));
         }
-        if args.window.is_some() && !(all || t.is_windowed()) {
+        if args.window.is_some() && !(all || t.is_windowed() || t == Test::WindowScale) {
             return Err(refuse(
                 t,
                 "-W",
-                "the bandwidth tests (put_bw, get_bw, put_bibw, memcpy_bw)",
+                "the bandwidth tests (put_bw, get_bw, put_bibw, memcpy_bw) and window_scale",
             ));
         }
         if args.datatype.is_some() && !(all || t.is_typed()) {
@@ -140,14 +156,18 @@ impl Plan {
         let sizes = args.sizes.unwrap_or(Sizes::DEFAULT);
         let per_size = match t {
             Test::AlltoallPut => ranks,
+            // Exchange_put and Exchange_get: a message from each neighbour.
+            Test::Imb => 2,
             Test::All => window.max(ranks),
             t if t.is_windowed() => window,
             _ => 1,
         };
-        if sizes
-            .max
-            .checked_mul(per_size)
-            .is_none_or(|b| b > MAX_WINDOW)
+        // shared_alloc is about windows beyond it.
+        if t != Test::SharedAlloc
+            && sizes
+                .max
+                .checked_mul(per_size)
+                .is_none_or(|b| b > MAX_WINDOW)
         {
             return Err(usage(format!(
                 "messages of {} bytes, {per_size} per window, need more than {MAX_WINDOW} bytes of window",
@@ -161,10 +181,16 @@ impl Plan {
         });
         Ok(Plan {
             sync: args.sync,
-            creation: args.creation.unwrap_or(Creation::Allocate),
+            creation: args.creation.unwrap_or(if t == Test::Imb {
+                Creation::Create
+            } else {
+                Creation::Allocate
+            }),
             datatype: args.datatype.unwrap_or(Datatype::Int),
             sizes,
+            sizes_given: args.sizes.is_some(),
             window,
+            window_given: args.window,
             ranks,
             format,
             repetitions,
@@ -199,6 +225,41 @@ impl Plan {
             iters: self.iterations.unwrap_or(iters),
             per_op: self.per_op,
         }
+    }
+}
+
+impl Plan {
+    /// The windows window_scale keeps alive at once: `-W`, else 1000.
+    pub fn window_count(&self) -> usize {
+        self.window_given.unwrap_or(1000)
+    }
+
+    /// The bytes per rank of each window of window_scale: `-m`'s largest size, else 8.
+    pub fn window_bytes(&self) -> usize {
+        if self.sizes_given { self.sizes.max } else { 8 }
+    }
+
+    /// The sizes of shared_alloc: `-m`'s, else 1, 8 and 16 GiB.
+    pub fn shared_sizes(&self) -> Vec<usize> {
+        match self.sizes_given {
+            true => self.sizes.iter().collect(),
+            false => vec![1 << 30, 8 << 30, 16 << 30],
+        }
+    }
+
+    /// The smallest message after 0 and the largest of imb: `-m`, else IMB's 1 to 4 MiB.
+    pub fn imb_sizes(&self) -> (usize, usize) {
+        match self.sizes_given {
+            true => (self.sizes.min, self.sizes.max),
+            false => (1, imb::MAX_SIZE),
+        }
+    }
+
+    /// The warm-up and timed iterations of imb at `size` bytes in `mode`: IMB's unless -x /
+    /// -i say otherwise.
+    pub fn imb_pass(&self, size: usize, mode: Option<imb::Mode>) -> (usize, usize) {
+        let iters = self.iterations.unwrap_or(imb::repetitions(size, mode));
+        (self.warmup.unwrap_or(imb::warmup(iters)), iters)
     }
 }
 

@@ -1,9 +1,10 @@
 //! Where the results go, on rank 0 only: OSU's tables (`#` header lines, then one `%-10d%20.2f`
-//! row per size), CSV rows, or one JSON document (format `onesided-bench/1`), printed or written
-//! to a file for `all` to merge.
+//! row per size) or IMB's (for the IMB-RMA benchmarks, `imb/text.rs`), CSV rows, or one JSON
+//! document (format `onesided-bench/1`), printed or written to a file for `all` to merge.
 
-use super::args::{Format, Test};
+use super::args::Format;
 use super::context::Context;
+use super::imb::text as imb_text;
 use super::stats::Summary;
 use onesided::{Error, ErrorClass, Result};
 use serde::{Deserialize, Serialize};
@@ -48,7 +49,8 @@ pub(super) const MESSAGE_RATE: Column = Column {
 /// What one test prints before its rows, and the fields its records share.
 #[derive(Debug, Clone)]
 pub(super) struct Table {
-    pub test: Test,
+    /// The test's name in the records: `onesided bench`'s (`put_latency`) or IMB's.
+    pub name: &'static str,
     /// The first header line, without its "# ".
     pub title: String,
     /// Further header lines after the title (the floors' descriptions).
@@ -64,6 +66,8 @@ pub(super) struct Table {
     /// Whether the header says `# Ranks: N` (the N-rank tests).
     pub show_ranks: bool,
     pub columns: Vec<Column>,
+    /// IMB's header instead of OSU's (then rows are IMB's too: size, repetitions, values).
+    pub imb: Option<imb_text::Block>,
 }
 
 /// One measured value of one size, as the JSON document and the CSV rows carry it.
@@ -135,8 +139,12 @@ impl Report {
     pub fn table(&mut self, table: Table) -> Result<()> {
         if self.streams() {
             let mut out = std::io::stdout().lock();
-            match self.format {
-                Format::Osu => {
+            match (self.format, &table.imb) {
+                (Format::Osu, Some(block)) => {
+                    let heads: Vec<&str> = table.columns.iter().map(|c| c.head).collect();
+                    imb_text::header(&mut out, block, &heads).map_err(io_err)?;
+                }
+                (Format::Osu, None) => {
                     if self.started {
                         writeln!(out).map_err(io_err)?;
                     }
@@ -171,6 +179,10 @@ impl Report {
         if self.streams() {
             let mut out = std::io::stdout().lock();
             match self.format {
+                Format::Osu if table.imb.is_some() => {
+                    let values: Vec<f64> = records.iter().map(|r| r.value).collect();
+                    imb_text::row(&mut out, size, iterations, &values).map_err(io_err)?;
+                }
                 Format::Osu => {
                     write!(out, "{size:<10}").map_err(io_err)?;
                     for r in &records {
@@ -183,6 +195,21 @@ impl Report {
             out.flush().map_err(io_err)?;
         }
         self.records.extend(records);
+        Ok(())
+    }
+
+    /// Text that only the osu format prints, as it comes (IMB's list of benchmarks before its
+    /// tables and its last line after them).
+    pub fn text(
+        &mut self,
+        write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<()> {
+        if self.streams() && self.format == Format::Osu {
+            let mut out = std::io::stdout().lock();
+            write(&mut out).map_err(io_err)?;
+            out.flush().map_err(io_err)?;
+            self.started = true;
+        }
         Ok(())
     }
 
@@ -246,7 +273,7 @@ fn record(
 ) -> Record {
     let s = Summary::of(samples);
     Record {
-        test: table.test.name().to_owned(),
+        test: table.name.to_owned(),
         sync: table.sync.map(str::to_owned),
         window: table.window.map(str::to_owned),
         datatype: table.datatype.map(str::to_owned),

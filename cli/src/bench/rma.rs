@@ -45,7 +45,7 @@ const PER_OP: &str = "median of per-iteration times (--per-op), not the loop's m
 /// The table of an OSU test: title, window creation, synchronization and datatype, one column.
 pub(super) fn osu_table(test: Test, plan: &Plan, datatype: &'static str, column: Column) -> Table {
     Table {
-        test,
+        name: test.name(),
         title: title(test).to_owned(),
         notes: plan
             .target
@@ -60,6 +60,7 @@ pub(super) fn osu_table(test: Test, plan: &Plan, datatype: &'static str, column:
         ranks: 2,
         show_ranks: false,
         columns: vec![column],
+        imb: None,
     }
 }
 

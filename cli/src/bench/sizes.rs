@@ -1,4 +1,5 @@
-//! Message sizes as OSU takes and runs them: `[MIN:]MAX` with K/M suffixes, then doubling.
+//! Message sizes as OSU takes and runs them: `[MIN:]MAX` with K/M (and G) suffixes, then
+//! doubling.
 
 /// Message sizes, as OSU runs them: `min`, then doubling while at most `max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,13 +25,16 @@ impl Sizes {
     }
 }
 
-/// One size: a byte count of at least 1 with an optional K (KiB) or M (MiB) suffix.
+/// One size: a byte count of at least 1 with an optional K (KiB), M (MiB) or G (GiB) suffix.
 fn parse_size(s: &str) -> std::result::Result<usize, String> {
     let (digits, scale) = match s.strip_suffix(['K', 'k']) {
         Some(d) => (d, 1usize << 10),
         None => match s.strip_suffix(['M', 'm']) {
             Some(d) => (d, 1 << 20),
-            None => (s, 1),
+            None => match s.strip_suffix(['G', 'g']) {
+                Some(d) => (d, 1 << 30),
+                None => (s, 1),
+            },
         },
     };
     let n: usize = digits

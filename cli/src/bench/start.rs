@@ -6,9 +6,10 @@
 
 use super::args::{BenchArgs, Format, Part, Test};
 use super::context::Context;
+use super::imb::{self, Benchmark};
 use super::options::Plan;
 use super::report::{self, Report};
-use super::{atomic, floor, group, notify, rma};
+use super::{atomic, floor, group, notify, rma, scale};
 use crate::launch::{self, Job};
 use onesided::launcher::ENV_TRANSPORT;
 use onesided::{Config, Error, ErrorClass, ProcessManager, Result, World};
@@ -186,14 +187,20 @@ fn in_job(args: &BenchArgs, plan: &Plan, config: Config) -> Result<i32> {
     let after = args.part == Some(Part::Groups);
     let mut report = Report::new(world.rank(), plan.format, file, after);
     for t in tests {
-        one(&world, t, plan, &mut report)?;
+        one(&world, t, &args.benchmarks, plan, &mut report)?;
     }
     report.finish(context)?;
     Ok(0)
 }
 
-/// Runs one test (not `all`) in `world`.
-fn one(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()> {
+/// Runs one test (not `all`) in `world`; `benchmarks`: imb's.
+fn one(
+    world: &World,
+    test: Test,
+    benchmarks: &[Benchmark],
+    plan: &Plan,
+    report: &mut Report,
+) -> Result<()> {
     match test {
         Test::PutLatency | Test::GetLatency | Test::PutBw | Test::GetBw | Test::PutBibw => {
             rma::sweep(world, test, plan, report)
@@ -209,8 +216,17 @@ fn one(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()
         Test::AlltoallPut => group::alltoall_put(world, plan, report),
         Test::MixedEpochs => group::mixed_epochs(world, plan, report),
         Test::WindowCreate => group::window_create(world, plan, report),
+        Test::WindowScale => scale::window_scale(world, plan, report),
+        Test::SharedAlloc => scale::shared_alloc(world, plan, report),
         Test::MemcpyBw => floor::memcpy_bw(world, plan, report),
         Test::AtomicPingpong => floor::atomic_pingpong(world, plan, report),
+        Test::Imb => {
+            let list = match benchmarks {
+                [] => &Benchmark::ALL[..],
+                named => named,
+            };
+            imb::run(world, plan, list, report)
+        }
         Test::All => Err(onesided::Error::new(
             ErrorClass::Intern,
             "`all` inside `all`",

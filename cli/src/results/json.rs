@@ -57,15 +57,25 @@ pub(super) fn parse(source: &str, text: &str) -> Result<Run, Error> {
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
-            let unit = Unit::from_symbol(&r.unit).ok_or_else(|| {
+            // A unit may name which of a test's columns it is: `us flag`, `us t_max`.
+            let (symbol, column) = match r.unit.trim().split_once(char::is_whitespace) {
+                Some((symbol, column)) => (symbol, Some(column.trim())),
+                None => (r.unit.as_str(), None),
+            };
+            let unit = Unit::from_symbol(symbol).ok_or_else(|| {
                 Error::new(format!(
-                    "{source}: results[{i}]: unknown unit `{}` (us, MB/s or msg/s)",
+                    "{source}: results[{i}]: unknown unit `{}` (us, MB/s, msg/s, KiB or fd, each \
+                     optionally followed by the name of a column)",
                     r.unit
                 ))
             })?;
+            let test = match column {
+                Some(c) => format!("{} {c}", r.test),
+                None => r.test,
+            };
             Ok(Record {
                 series: Series {
-                    test: r.test,
+                    test,
                     sync: r.sync,
                     window: r.window,
                     datatype: r.datatype,
@@ -129,5 +139,27 @@ mod tests {
             "results": [{"test": "t", "size": 1, "unit": "s", "value": 1}]}"#;
         let e = parse("a.json", unit).unwrap_err().to_string();
         assert!(e.contains("unknown unit `s`"), "{e}");
+    }
+
+    #[test]
+    fn a_unit_naming_a_column_names_a_series_of_its_own() {
+        let text = r#"{"format": "onesided-bench/1", "results": [
+            {"test": "notify_latency", "size": 8, "unit": "us", "value": 1},
+            {"test": "notify_latency", "size": 8, "unit": "us flag", "value": 2},
+            {"test": "All_put_all", "size": 8, "unit": "us t_max", "value": 3}]}"#;
+        let run = parse("a.json", text).unwrap();
+        let tests: Vec<(&str, Unit)> = run
+            .records
+            .iter()
+            .map(|r| (r.series.test.as_str(), r.series.unit))
+            .collect();
+        assert_eq!(
+            tests,
+            [
+                ("notify_latency", Unit::Micros),
+                ("notify_latency flag", Unit::Micros),
+                ("All_put_all t_max", Unit::Micros),
+            ]
+        );
     }
 }

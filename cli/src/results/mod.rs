@@ -2,12 +2,15 @@
 //! OUT.svg`.
 //!
 //! A result file is read into a [`Run`]: what ran where ([`Context`]) and one [`Record`] per
-//! test and size. Two formats are read, told apart by their content: onesided's JSON
-//! (`--format json`, a document starting with `{`, see [`json`]) and the text tables of the OSU
-//! micro-benchmarks, which onesided's default output also prints (see [`osu_text`]).
+//! test and size. Three formats are read, told apart by their content: onesided's JSON
+//! (`--format json`, a document starting with `{`, see [`json`]), the text tables of the Intel
+//! MPI Benchmarks (IMB-RMA's, which `onesided bench imb` prints too: a `# Benchmarking` line,
+//! see [`imb_text`]) and those of the OSU micro-benchmarks, which onesided's default output
+//! also prints (see [`osu_text`]).
 
 mod cli;
 mod compare;
+mod imb_text;
 mod json;
 mod model;
 mod osu_text;
@@ -19,11 +22,14 @@ pub use model::{Context, Error, Metric, Record, Run, Series, Unit};
 use std::path::Path;
 
 /// Parses the content of a result file named `source`: JSON if it starts with `{` (after
-/// blanks), OSU text otherwise. A file without any result is an error.
+/// blanks), IMB text if it has a `# Benchmarking` line, OSU text otherwise. A file without any
+/// result is an error.
 pub fn parse(source: &str, text: &str) -> Result<Run, Error> {
     let text = text.trim_start_matches('\u{feff}');
     let run = if text.trim_start().starts_with('{') {
         json::parse(source, text)?
+    } else if imb_text::recognizes(text) {
+        imb_text::parse(source, text)?
     } else {
         osu_text::parse(source, text)?
     };

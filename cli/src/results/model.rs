@@ -96,15 +96,21 @@ pub enum Unit {
     MegabytesPerSec,
     /// Message rate in messages per second: higher is better.
     MessagesPerSec,
+    /// Memory in KiB (1024 bytes): lower is better.
+    Kibibytes,
+    /// Open file descriptors: lower is better.
+    Descriptors,
 }
 
 impl Unit {
-    /// The unit as the JSON format spells it: `us`, `MB/s` or `msg/s`.
+    /// The unit as the JSON format spells it: `us`, `MB/s`, `msg/s`, `KiB` or `fd`.
     pub(super) fn symbol(self) -> &'static str {
         match self {
             Unit::Micros => "us",
             Unit::MegabytesPerSec => "MB/s",
             Unit::MessagesPerSec => "msg/s",
+            Unit::Kibibytes => "KiB",
+            Unit::Descriptors => "fd",
         }
     }
 
@@ -114,19 +120,27 @@ impl Unit {
             Unit::Micros => "Latency (us)",
             Unit::MegabytesPerSec => "Bandwidth (MB/s)",
             Unit::MessagesPerSec => "Message rate (msg/s)",
+            Unit::Kibibytes => "Memory (KiB)",
+            Unit::Descriptors => "File descriptors",
         }
     }
 
-    /// Whether a lower value is the better one (latency).
+    /// Whether a lower value is the better one (latency, memory, descriptors).
     pub(super) fn lower_is_better(self) -> bool {
-        self == Unit::Micros
+        matches!(self, Unit::Micros | Unit::Kibibytes | Unit::Descriptors)
     }
 
-    /// The unit of a JSON `unit` field (`us`, `MB/s`, `msg/s`), ignoring case.
+    /// The unit of a JSON `unit` field (`us`, `MB/s`, `msg/s`, `KiB`, `fd`), ignoring case.
     pub(super) fn from_symbol(s: &str) -> Option<Unit> {
-        [Unit::Micros, Unit::MegabytesPerSec, Unit::MessagesPerSec]
-            .into_iter()
-            .find(|u| u.symbol().eq_ignore_ascii_case(s.trim()))
+        [
+            Unit::Micros,
+            Unit::MegabytesPerSec,
+            Unit::MessagesPerSec,
+            Unit::Kibibytes,
+            Unit::Descriptors,
+        ]
+        .into_iter()
+        .find(|u| u.symbol().eq_ignore_ascii_case(s.trim()))
     }
 }
 
