@@ -38,8 +38,9 @@ use crate::error::{Error, ErrorClass, Result};
 use crate::group::Group;
 use crate::liveness::Liveness;
 use crate::mesh::{Identity, Listener, Mesh};
+use crate::peers::Peers;
 use crate::pm::{self, WireUp};
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -49,8 +50,10 @@ use std::time::{Duration, Instant};
 #[cfg(test)]
 pub(crate) mod inproc;
 mod network;
+mod node_barrier;
 
 use network::Network;
+use node_barrier::{NodeBarrier, Offer, Shape};
 
 /// What every communicator of this process shares: the job, its configuration, the node and
 /// pid of every rank, and what is known of failed ranks.
@@ -314,6 +317,18 @@ struct CommInner {
     members: Vec<usize>,
     rank: usize,
     seq: Cell<u64>,
+    /// The barrier over shared memory, set up by the first barrier (`None`: over the
+    /// collective network, where some rank could not map the page).
+    barrier: OnceCell<Option<Barrier>>,
+}
+
+/// A communicator's barrier over shared memory: the node's page, and the world ranks that
+/// meet for their nodes (each node's lowest) with this rank's place among them, if it is one.
+#[derive(Debug)]
+struct Barrier {
+    node: NodeBarrier,
+    leaders: Vec<usize>,
+    index: Option<usize>,
 }
 
 /// A communicator: an ordered group of world ranks with collective calls. Cheap to clone.
@@ -338,6 +353,7 @@ impl Comm {
                 members,
                 rank,
                 seq: Cell::new(0),
+                barrier: OnceCell::new(),
             }),
         }
     }
@@ -416,11 +432,111 @@ impl Comm {
         })
     }
 
-    /// Wait until every rank has called `barrier`. # MPI-4.1: 6.3 (MPI_BARRIER)
+    /// Wait until every rank has called `barrier`. The ranks of a node meet on a page of shared
+    /// memory, and each node's lowest rank meets the other nodes' over the network
+    /// (`world/node_barrier.rs`); the first barrier of a communicator sets the page up.
+    ///
+    /// # MPI-4.1: 6.3 (MPI_BARRIER)
     pub fn barrier(&self) -> Result<()> {
         in_call(Some(self.rank()), "MPI_Barrier", || {
-            self.allgather(&[]).map(drop)
+            let Some(network) = &self.inner.job.network else {
+                return Ok(());
+            };
+            match self.inner.barrier.get() {
+                Some(Some(b)) => {
+                    let seq = self.next_seq();
+                    b.node.wait(&|| {
+                        let index = b.index.ok_or_else(|| {
+                            Error::new(ErrorClass::Intern, "a barrier across nodes by a non-leader")
+                        })?;
+                        network
+                            .allgather(self.inner.id, seq, &b.leaders, index, &[])
+                            .map(drop)
+                    })
+                }
+                Some(None) => self.allgather(&[]).map(drop),
+                None => {
+                    // The set-up's exchanges are a barrier already.
+                    let b = self.setup_barrier()?;
+                    let _ = self.inner.barrier.set(b);
+                    Ok(())
+                }
+            }
         })
+    }
+
+    /// The barrier page of this rank's node: made by the node's lowest rank, described to all
+    /// in one allgather, mapped by the others; then a second allgather says whether every rank
+    /// has it, and where one has not, all keep the network's barrier.
+    fn setup_barrier(&self) -> Result<Option<Barrier>> {
+        let me = self.node_of(self.rank());
+        let local: Vec<usize> = (0..self.size())
+            .filter(|&r| self.node_of(r) == me)
+            .collect();
+        let first = local[0];
+        let shape = Shape {
+            local: local.len() as u64,
+            leader: first == self.rank(),
+            alone: local.len() == self.size(),
+        };
+        // Failures to make the page are settled by the agreement below, not here.
+        let offer = shape.leader.then(Offer::make).and_then(Result::ok);
+        let desc = match &offer {
+            Some(o) => o.describe()?,
+            None => Vec::new(),
+        };
+        let all = self.allgather(&desc)?;
+        let pids = (0..self.size())
+            .map(|r| {
+                if self.node_of(r) == me {
+                    self.pid_of(r)
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let peers = Peers::new(pids, self.inner.job.liveness.clone());
+        let (node, file) = match offer {
+            Some(o) => {
+                let (node, file) = NodeBarrier::on_offer(o, shape, peers);
+                (Ok(node), Some(file))
+            }
+            None if all[first].is_empty() => (
+                Err(Error::new(
+                    ErrorClass::Other,
+                    "no barrier page on this node",
+                )),
+                None,
+            ),
+            None => (
+                node_barrier::map(&all[first]).map(|seg| NodeBarrier::new(seg, shape, peers)),
+                None,
+            ),
+        };
+        let agreed = self.allgather(&[u8::from(node.is_ok())])?;
+        drop(file);
+        let node = match (agreed.iter().all(|v| v[..] == [1]), node) {
+            (true, Ok(node)) => node,
+            (_, node) => {
+                if let Err(e) = node {
+                    tracing::debug!(error = %e, "barriers over the collective network");
+                }
+                return Ok(None);
+            }
+        };
+        let mut leaders: Vec<usize> = Vec::new();
+        for r in 0..self.size() {
+            if !leaders.iter().any(|&l| self.node_of(l) == self.node_of(r)) {
+                leaders.push(r);
+            }
+        }
+        let index = leaders.iter().position(|&l| l == self.rank());
+        let leaders = leaders.iter().map(|&l| self.inner.members[l]).collect();
+        Ok(Some(Barrier {
+            node,
+            leaders,
+            index,
+        }))
     }
 
     /// Rank `root`'s `data` on every rank (`data` is ignored elsewhere).

@@ -513,6 +513,19 @@ static SCENARIOS: &[Scenario] = &[
         launch: &["--simulate-nodes", "2"],
         ..scenario("world::simulated_nodes", world::nodes, &[3, 4, 8])
     },
+    scenario(
+        "world::barrier_separates",
+        world::barrier_separates,
+        &[2, 3, 8],
+    ),
+    Scenario {
+        launch: &["--simulate-nodes", "2"],
+        ..scenario(
+            "world::barrier_separates_nodes",
+            world::barrier_separates,
+            &[3, 4],
+        )
+    },
     Scenario {
         flavors: &[Flavor::Allocate, Flavor::Create],
         expect: killed(last, false),
@@ -587,6 +600,11 @@ static SCENARIOS: &[Scenario] = &[
         flavors: &[Flavor::Allocate],
         expect: killed(last, true),
         ..scenario("failure::notifier_dies", failure::notifier_dies, &[3])
+    },
+    Scenario {
+        flavors: &[Flavor::Allocate],
+        expect: killed(last, true),
+        ..scenario("failure::sigkill_in_barrier", failure::in_barrier, &[2, 4])
     },
     Scenario {
         flavors: &[Flavor::Allocate, Flavor::Create],

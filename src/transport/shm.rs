@@ -28,7 +28,7 @@ use crate::peers::Peers;
 use crate::protocol::layout;
 use crate::protocol::reduce::Op;
 use onesided_shm::cma::{CmaError, RemoteMem};
-use onesided_shm::{FileId, Mem, OutOfRange, Segment, futex};
+use onesided_shm::{FileId, Mem, OutOfRange, Segment};
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
@@ -357,17 +357,6 @@ impl<'a> ShmTransport<'a> {
         }
     }
 
-    /// Wake whoever sleeps on `ctrl`'s doorbell (only a load when nobody does).
-    fn ring(ctrl: &Mem<'static>) -> Result<()> {
-        let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(Error::from)?;
-        if sleepers.load(Ordering::SeqCst) > 0 {
-            let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(Error::from)?;
-            bell.fetch_add(1, Ordering::SeqCst);
-            futex::wake_all(bell);
-        }
-        Ok(())
-    }
-
     /// The mapped window memory of `target` where an element of `size` bytes at `offset` is
     /// reached with CPU atomics (aligned in mapped memory, not lent to MPI_Win_create); `None`
     /// where accumulates there take the lock word ([`cpu_aligned`]).
@@ -515,7 +504,7 @@ impl Transport for ShmTransport<'_> {
         let ctrl = &self.target(target)?.ctrl;
         let old = op.on(ctrl.atomic_u64(offset).map_err(Error::from)?);
         if !matches!(op, Amo::Load) && layout::rings_doorbell(offset) {
-            Self::ring(ctrl)?;
+            crate::wait::ring(ctrl)?;
         }
         Ok(old)
     }

@@ -106,6 +106,18 @@ pub(crate) fn until(
     }
 }
 
+/// Wake whoever sleeps on the doorbell of `ctrl` (a control block, or a page laid out like one
+/// at [`layout::SLEEPERS`] and [`layout::DOORBELL`]) in [`until`]; only a load when nobody does.
+pub(crate) fn ring(ctrl: &Mem<'_>) -> Result<()> {
+    let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(Error::from)?;
+    if sleepers.load(Ordering::SeqCst) > 0 {
+        let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(Error::from)?;
+        bell.fetch_add(1, Ordering::SeqCst);
+        futex::wake_all(bell);
+    }
+    Ok(())
+}
+
 /// The pace of a waiter that serves the target side of a transport needing target progress,
 /// as MPI libraries do in blocking calls: polling back to back (no backoff) keeps the
 /// turnaround of other origins' operations at polling speed; on a crowded node a yield after

@@ -280,6 +280,22 @@ pub fn notifier_dies(world: &World, flavor: Flavor) -> Res {
     })
 }
 
+/// The last rank dies while the others wait in a world barrier (over shared memory on a node,
+/// with the node's lowest rank meeting other nodes over the network): every survivor's barrier
+/// must fail with MPI_ERR_PROC_FAILED.
+pub fn in_barrier(world: &World, _flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    // The first barrier sets the shared page up; the second uses it.
+    world.barrier().ctx("barrier")?;
+    world.barrier().ctx("barrier")?;
+    if me == n - 1 {
+        std::thread::sleep(BEFORE_DEATH);
+        die();
+    }
+    let _guard = TerminationSignals::install().map_err(|e| format!("catching SIGTERM: {e}"))?;
+    report(me, "barrier", world.barrier())
+}
+
 /// Rank 1 leaves with an error right after creating the window (as `?` does: the window is
 /// dropped, or `Window::create` frees it, on the way out), while rank 0 calls fence, fence and
 /// frees the window. Rank 1's free must not pass for one of rank 0's fences: rank 0 must learn

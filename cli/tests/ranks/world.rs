@@ -6,6 +6,40 @@
 use crate::util::*;
 use onesided::{Assert, ErrorClass, Flavor, Info, Window, World};
 
+/// Rounds of [`barrier_separates`].
+const ROUNDS: u64 = 40;
+
+/// No rank leaves a barrier before every rank has entered it: in each round every rank puts
+/// the round's number into its slot at every rank (lock_all, flush_all), then meets the others
+/// in a barrier, after which each finds every slot of its window at that round or later. The
+/// ranks of a node meet on shared memory, the nodes (simulated ones too) over the network.
+pub fn barrier_separates(world: &World, _: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let win = Window::allocate(world, 8 * n, 8, &Info::new()).ctx("allocate")?;
+    for round in 1..=ROUNDS {
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        for t in 0..n {
+            win.put(&[round], t, me).ctx("put")?;
+        }
+        win.flush_all().ctx("flush_all")?;
+        win.unlock_all().ctx("unlock_all")?;
+        // Stagger the arrivals, so that early ones wait.
+        if (round as usize + me).is_multiple_of(n) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        world.barrier().ctx("barrier")?;
+        let slots = local_u64(&win, n)?;
+        if let Some(r) = (0..n).find(|&r| slots[r] < round) {
+            return Err(format!(
+                "round {round}: rank {me} left the barrier while rank {r}'s slot held {}",
+                slots[r]
+            ));
+        }
+    }
+    world.barrier().ctx("barrier")?;
+    win.free().ctx("free")
+}
+
 /// Nodes the launcher simulates in the `nodes` scenario (`--simulate-nodes`).
 pub const SIM_NODES: usize = 2;
 
