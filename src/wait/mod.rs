@@ -18,7 +18,7 @@ mod crowd;
 mod pause;
 
 use crowd::CROWDED_YIELDS;
-pub(crate) use crowd::{crowded, set_crowded};
+pub(crate) use crowd::{crowded, progress_thread, set_crowded, set_progress_thread};
 use pause::Pause;
 
 /// Polls of a fabric between two yields of a waiter.
@@ -33,6 +33,12 @@ pub(crate) trait Progress {
     fn poll(&self) -> Result<()>;
     /// How a waiter paces itself between looks.
     fn pace(&self) -> Pace;
+    /// Whether a waiter that will sleep on a doorbell spins and yields first (for a while
+    /// where every rank has a CPU: the waits of fence and PSCW, whose partners arrive soon),
+    /// rather than spinning briefly and sleeping without a yield ([`Pause::brief`]).
+    fn patient(&self) -> bool {
+        true
+    }
 }
 
 /// How a waiter paces itself between looks at what it waits for.
@@ -61,7 +67,10 @@ pub(crate) fn until(
     let word = ctrl.atomic_u64(offset).map_err(range)?;
     let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(range)?;
     let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range)?;
-    let backoff = Pause::patient();
+    let backoff = match progress.patient() {
+        true => Pause::patient(),
+        false => Pause::brief(),
+    };
     let mut serving = Serving::new();
     let mut nap = Duration::from_micros(50);
     loop {

@@ -66,6 +66,7 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
             Progress::Poll => fi::Idle::Poll,
         };
         let ep = open_endpoint(&open_domain(config)?, idle)?;
+        crate::wait::set_progress_thread();
         if crate::wait::crowded() {
             ep.set_crowded();
         }
