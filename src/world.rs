@@ -41,6 +41,7 @@ use crate::mesh::{Identity, Listener, Mesh};
 use crate::peers::Peers;
 use crate::pm::{self, WireUp};
 use std::cell::{Cell, OnceCell};
+use std::fs::File;
 use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -204,11 +205,19 @@ impl World {
             let directory = Arc::new(pm::Cards::new(Arc::clone(&pm)));
             let mesh = Mesh::start(listener, id, Arc::clone(&liveness), directory)?;
             let settings = config.shared_settings();
+            // Every rank offers a barrier page; its node's lowest rank keeps its own, the
+            // others map that one and drop theirs (`Comm::world_barrier`).
+            let offer = Offer::make().ok();
+            let page = match &offer {
+                Some(o) => o.describe()?,
+                None => Vec::new(),
+            };
             let mine = Enc::new()
                 .u64(pid.into())
                 .str(&node)
                 .str(&machine)
                 .str(&settings)
+                .bytes(&page)
                 .finish();
             let members: Vec<usize> = (0..size).collect();
             let all = mesh.allgather(0, 0, &members, rank, &mine)?;
@@ -216,6 +225,7 @@ impl World {
             let mut pids = Vec::with_capacity(size);
             let mut differ = Vec::new();
             let mut sharing_cpus = 0;
+            let mut pages = Vec::with_capacity(size);
             for (r, bytes) in all.iter().enumerate() {
                 let mut d = Dec::new(bytes);
                 pids.push(d.u64()? as u32);
@@ -225,6 +235,7 @@ impl World {
                 if theirs != settings {
                     differ.push(format!("rank {r}: {theirs}"));
                 }
+                pages.push(d.bytes()?);
             }
             if !differ.is_empty() {
                 return Err(Error::new(
@@ -251,6 +262,7 @@ impl World {
             };
             let comm = Comm::new(Arc::new(job), 0, members, rank);
             comm.inner.seq.set(1);
+            comm.world_barrier(offer, &pages)?;
             Ok(World { comm })
         })
     }
@@ -329,6 +341,9 @@ struct Barrier {
     node: NodeBarrier,
     leaders: Vec<usize>,
     index: Option<usize>,
+    /// The page's memory file, on the node's lowest rank of the world: kept open, since the
+    /// others map it through it without telling when they have.
+    _file: Option<File>,
 }
 
 /// A communicator: an ordered group of world ranks with collective calls. Cheap to clone.
@@ -434,7 +449,8 @@ impl Comm {
 
     /// Wait until every rank has called `barrier`. The ranks of a node meet on a page of shared
     /// memory, and each node's lowest rank meets the other nodes' over the network
-    /// (`world/node_barrier.rs`); the first barrier of a communicator sets the page up.
+    /// (`world/node_barrier.rs`); the world has its page from the start, and the first barrier
+    /// of another communicator sets one up.
     ///
     /// # MPI-4.1: 6.3 (MPI_BARRIER)
     pub fn barrier(&self) -> Result<()> {
@@ -465,20 +481,85 @@ impl Comm {
         })
     }
 
-    /// The barrier page of this rank's node: made by the node's lowest rank, described to all
-    /// in one allgather, mapped by the others; then a second allgather says whether every rank
-    /// has it, and where one has not, all keep the network's barrier.
-    fn setup_barrier(&self) -> Result<Option<Barrier>> {
+    /// Where this rank stands on its node for barriers, and the communicator rank of the
+    /// node's lowest.
+    fn barrier_shape(&self) -> (Shape, usize) {
         let me = self.node_of(self.rank());
         let local: Vec<usize> = (0..self.size())
             .filter(|&r| self.node_of(r) == me)
             .collect();
-        let first = local[0];
         let shape = Shape {
             local: local.len() as u64,
-            leader: first == self.rank(),
+            leader: local[0] == self.rank(),
             alone: local.len() == self.size(),
         };
+        (shape, local[0])
+    }
+
+    /// The other processes of this rank's node, for a barrier's waits to watch.
+    fn node_peers(&self) -> Peers {
+        let me = self.node_of(self.rank());
+        let pids = (0..self.size())
+            .map(|r| match self.node_of(r) == me {
+                true => self.pid_of(r),
+                false => 0,
+            })
+            .collect();
+        Peers::new(pids, self.inner.job.liveness.clone())
+    }
+
+    /// This rank's barrier on `node` (its node's page): the nodes' lowest ranks, which meet
+    /// across nodes, and this rank's place among them; `file` kept while it lives.
+    fn barrier_on(&self, node: NodeBarrier, file: Option<File>) -> Barrier {
+        let mut leaders: Vec<usize> = Vec::new();
+        for r in 0..self.size() {
+            if !leaders.iter().any(|&l| self.node_of(l) == self.node_of(r)) {
+                leaders.push(r);
+            }
+        }
+        let index = leaders.iter().position(|&l| l == self.rank());
+        let leaders = leaders.iter().map(|&l| self.inner.members[l]).collect();
+        Barrier {
+            node,
+            leaders,
+            index,
+            _file: file,
+        }
+    }
+
+    /// The world's barrier, from every rank's offer of a page in the world's first exchange
+    /// (`descs`, in rank order; empty where a rank could not make one): the node's lowest
+    /// rank keeps its own, the others map it. A page that cannot be mapped fails the world's
+    /// start: the node's ranks must all meet on it.
+    fn world_barrier(&self, offer: Option<Offer>, descs: &[&[u8]]) -> Result<()> {
+        let (shape, first) = self.barrier_shape();
+        let peers = self.node_peers();
+        let barrier = match (shape.leader, offer) {
+            (true, Some(o)) => {
+                let (node, file) = NodeBarrier::on_offer(o, shape, peers);
+                self.barrier_on(node, Some(file))
+            }
+            (true, None) => {
+                return Err(Error::new(
+                    ErrorClass::Other,
+                    "this node's barrier page could not be made",
+                ));
+            }
+            (false, _) => {
+                let seg = node_barrier::map(descs[first])?;
+                self.barrier_on(NodeBarrier::new(seg, shape, peers), None)
+            }
+        };
+        let _ = self.inner.barrier.set(Some(barrier));
+        Ok(())
+    }
+
+    /// The barrier page of this rank's node for a communicator other than the world: made by
+    /// the node's lowest rank, described to all in one allgather, mapped by the others; then a
+    /// second allgather says whether every rank has it, and where one has not, all keep the
+    /// network's barrier.
+    fn setup_barrier(&self) -> Result<Option<Barrier>> {
+        let (shape, first) = self.barrier_shape();
         // Failures to make the page are settled by the agreement below, not here.
         let offer = shape.leader.then(Offer::make).and_then(Result::ok);
         let desc = match &offer {
@@ -486,16 +567,7 @@ impl Comm {
             None => Vec::new(),
         };
         let all = self.allgather(&desc)?;
-        let pids = (0..self.size())
-            .map(|r| {
-                if self.node_of(r) == me {
-                    self.pid_of(r)
-                } else {
-                    0
-                }
-            })
-            .collect();
-        let peers = Peers::new(pids, self.inner.job.liveness.clone());
+        let peers = self.node_peers();
         let (node, file) = match offer {
             Some(o) => {
                 let (node, file) = NodeBarrier::on_offer(o, shape, peers);
@@ -515,28 +587,15 @@ impl Comm {
         };
         let agreed = self.allgather(&[u8::from(node.is_ok())])?;
         drop(file);
-        let node = match (agreed.iter().all(|v| v[..] == [1]), node) {
-            (true, Ok(node)) => node,
+        match (agreed.iter().all(|v| v[..] == [1]), node) {
+            (true, Ok(node)) => Ok(Some(self.barrier_on(node, None))),
             (_, node) => {
                 if let Err(e) = node {
                     tracing::debug!(error = %e, "barriers over the collective network");
                 }
-                return Ok(None);
-            }
-        };
-        let mut leaders: Vec<usize> = Vec::new();
-        for r in 0..self.size() {
-            if !leaders.iter().any(|&l| self.node_of(l) == self.node_of(r)) {
-                leaders.push(r);
+                Ok(None)
             }
         }
-        let index = leaders.iter().position(|&l| l == self.rank());
-        let leaders = leaders.iter().map(|&l| self.inner.members[l]).collect();
-        Ok(Some(Barrier {
-            node,
-            leaders,
-            index,
-        }))
     }
 
     /// Rank `root`'s `data` on every rank (`data` is ignored elsewhere).

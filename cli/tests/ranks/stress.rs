@@ -14,14 +14,11 @@ fn limit() -> Duration {
 }
 
 /// Four ranks free a window; rank 2 is stopped (SIGSTOP, standing for a rank the scheduler
-/// leaves without a core for a while) inside the free barrier, before it could pass on its
-/// signal to rank 0. Ranks 1 and 3 complete the barrier without it (the dissemination pattern
-/// lets them) and rank 3 exits; rank 1 resumes rank 2 after 500 ms. Rank 0 must simply wait for
-/// rank 2: a rank that finished and left is not a failed rank.
-///
-/// Rounds of the barrier for 4 ranks: round 0 `i -> i+1`, round 1 `i -> i+2`. With ranks 0, 2
-/// and 3 waiting and rank 2 stopped in round 0 (it waits for rank 1), rank 1's arrival completes
-/// ranks 1 and 3; rank 0 still needs rank 2's round-1 signal.
+/// leaves without a core for a while) inside the free barrier, after it arrived there. Rank
+/// 1's arrival completes the barrier; ranks 1 and 3 leave it and rank 3 exits while rank 2 is
+/// still stopped, and rank 1 resumes rank 2 after 500 ms. No rank may take rank 3's exit for a
+/// failure: a rank that finished and left is not a failed rank. (With a dissemination barrier,
+/// rounds `i -> i+1` then `i -> i+2`, rank 0 still waits then for rank 2's round-1 signal.)
 pub fn slow_rank_while_others_exit(world: &World, _: Flavor) -> Res {
     const STOPPED: usize = 2;
     let me = world.rank();
