@@ -41,7 +41,6 @@ use crate::mesh::{Identity, Listener, Mesh};
 use crate::peers::Peers;
 use crate::pm::{self, WireUp};
 use std::cell::{Cell, OnceCell};
-use std::fs::File;
 use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -341,9 +340,6 @@ struct Barrier {
     node: NodeBarrier,
     leaders: Vec<usize>,
     index: Option<usize>,
-    /// The page's memory file, on the node's lowest rank of the world: kept open, since the
-    /// others map it through it without telling when they have.
-    _file: Option<File>,
 }
 
 /// A communicator: an ordered group of world ranks with collective calls. Cheap to clone.
@@ -509,8 +505,8 @@ impl Comm {
     }
 
     /// This rank's barrier on `node` (its node's page): the nodes' lowest ranks, which meet
-    /// across nodes, and this rank's place among them; `file` kept while it lives.
-    fn barrier_on(&self, node: NodeBarrier, file: Option<File>) -> Barrier {
+    /// across nodes, and this rank's place among them.
+    fn barrier_on(&self, node: NodeBarrier) -> Barrier {
         let mut leaders: Vec<usize> = Vec::new();
         for r in 0..self.size() {
             if !leaders.iter().any(|&l| self.node_of(l) == self.node_of(r)) {
@@ -523,72 +519,71 @@ impl Comm {
             node,
             leaders,
             index,
-            _file: file,
         }
     }
 
     /// The world's barrier, from every rank's offer of a page in the world's first exchange
     /// (`descs`, in rank order; empty where a rank could not make one): the node's lowest
-    /// rank keeps its own, the others map it. A page that cannot be mapped fails the world's
-    /// start: the node's ranks must all meet on it.
+    /// rank keeps its own, the others map it; then [`Comm::agree_on_barrier`].
     fn world_barrier(&self, offer: Option<Offer>, descs: &[&[u8]]) -> Result<()> {
         let (shape, first) = self.barrier_shape();
-        let peers = self.node_peers();
-        let barrier = match (shape.leader, offer) {
-            (true, Some(o)) => {
-                let (node, file) = NodeBarrier::on_offer(o, shape, peers);
-                self.barrier_on(node, Some(file))
-            }
-            (true, None) => {
-                return Err(Error::new(
-                    ErrorClass::Other,
-                    "this node's barrier page could not be made",
-                ));
-            }
-            (false, _) => {
-                let seg = node_barrier::map(descs[first])?;
-                self.barrier_on(NodeBarrier::new(seg, shape, peers), None)
-            }
+        let node = match shape.leader {
+            true => offer,
+            // Not the node's page: dropped, so that its file closes.
+            false => None,
         };
-        let _ = self.inner.barrier.set(Some(barrier));
+        let barrier = self.agree_on_barrier(shape, node, descs[first])?;
+        let _ = self.inner.barrier.set(barrier);
         Ok(())
     }
 
     /// The barrier page of this rank's node for a communicator other than the world: made by
-    /// the node's lowest rank, described to all in one allgather, mapped by the others; then a
-    /// second allgather says whether every rank has it, and where one has not, all keep the
-    /// network's barrier.
+    /// the node's lowest rank, described to all in one allgather; then
+    /// [`Comm::agree_on_barrier`].
     fn setup_barrier(&self) -> Result<Option<Barrier>> {
         let (shape, first) = self.barrier_shape();
-        // Failures to make the page are settled by the agreement below, not here.
+        // Failures to make the page are settled by the agreement, not here.
         let offer = shape.leader.then(Offer::make).and_then(Result::ok);
         let desc = match &offer {
             Some(o) => o.describe()?,
             None => Vec::new(),
         };
         let all = self.allgather(&desc)?;
+        self.agree_on_barrier(shape, offer, &all[first])
+    }
+
+    /// The node's lowest rank keeps its `offer`, the others map the page `desc` describes;
+    /// then an allgather says whether every rank has its node's page (the lowest keeps the
+    /// page's file open until then: the others open it through it, and a rank may leave the
+    /// job right after), and where one has not, all keep the network's barrier.
+    fn agree_on_barrier(
+        &self,
+        shape: Shape,
+        offer: Option<Offer>,
+        desc: &[u8],
+    ) -> Result<Option<Barrier>> {
         let peers = self.node_peers();
-        let (node, file) = match offer {
-            Some(o) => {
+        let (node, file) = match (shape.leader, offer) {
+            (true, Some(o)) => {
                 let (node, file) = NodeBarrier::on_offer(o, shape, peers);
                 (Ok(node), Some(file))
             }
-            None if all[first].is_empty() => (
+            _ if desc.is_empty() => (
                 Err(Error::new(
                     ErrorClass::Other,
                     "no barrier page on this node",
                 )),
                 None,
             ),
-            None => (
-                node_barrier::map(&all[first]).map(|seg| NodeBarrier::new(seg, shape, peers)),
+            _ => (
+                node_barrier::map(desc).map(|seg| NodeBarrier::new(seg, shape, peers)),
                 None,
             ),
         };
         let agreed = self.allgather(&[u8::from(node.is_ok())])?;
         drop(file);
         match (agreed.iter().all(|v| v[..] == [1]), node) {
-            (true, Ok(node)) => Ok(Some(self.barrier_on(node, None))),
+            (true, Ok(node)) => Ok(Some(self.barrier_on(node))),
             (_, node) => {
                 if let Err(e) = node {
                     tracing::debug!(error = %e, "barriers over the collective network");

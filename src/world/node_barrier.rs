@@ -1,8 +1,9 @@
 //! A communicator's barrier over shared memory: the ranks of one node meet on a page that the
 //! node's lowest rank maps from a memory file and the others map through `/proc/PID/fd`. The
-//! world's page is offered in the world's first exchange at start-up (a barrier set up by
-//! collective calls of its own could hang where a rank is stopped in the middle of it while
-//! others finish and leave); another communicator's is set up by its first barrier.
+//! world's page is offered in the world's first exchange at start-up and agreed on in a second
+//! (a barrier set up by collective calls of its own could hang where a rank is stopped in the
+//! middle of it while others finish and leave); another communicator's is set up by its first
+//! barrier.
 //!
 //! Each rank counts its barriers (the epoch). Arriving at epoch `e`, a rank adds 1 to the
 //! page's arrival counter, which holds `L * (e + 1)` once all `L` ranks of the node are in.
