@@ -328,8 +328,9 @@ struct CommInner {
     members: Vec<usize>,
     rank: usize,
     seq: Cell<u64>,
-    /// The barrier over shared memory, set up by the first barrier (`None`: over the
-    /// collective network, where some rank could not map the page).
+    /// The barrier over shared memory: the world's set at its start, another communicator's
+    /// by its first barrier (`None`: over the collective network, where some rank could not
+    /// map its node's page).
     barrier: OnceCell<Option<Barrier>>,
 }
 
