@@ -8,16 +8,17 @@ pub(super) const CROWDED_YIELDS: u32 = 64;
 
 /// Whether this node runs more ranks than it has CPUs ([`set_crowded`]).
 static CROWDED: AtomicBool = AtomicBool::new(false);
-/// Whether a progress thread serves this process's memory ([`set_progress_thread`]).
+/// Whether a progress thread serves this process's memory (set by the fabric transport).
 static PROGRESS_THREAD: AtomicBool = AtomicBool::new(false);
 
 /// Records that a progress thread now serves this process's memory (a libfabric endpoint's):
 /// a waiter that yields its CPU may hand it to that thread for the rest of a time slice.
+#[cfg(have_libfabric)]
 pub(crate) fn set_progress_thread() {
     PROGRESS_THREAD.store(true, Ordering::Relaxed);
 }
 
-/// Whether a progress thread serves this process's memory (see [`set_progress_thread`]).
+/// Whether a progress thread serves this process's memory (only a libfabric endpoint starts one).
 pub(crate) fn progress_thread() -> bool {
     PROGRESS_THREAD.load(Ordering::Relaxed)
 }

@@ -18,7 +18,9 @@ mod crowd;
 mod pause;
 
 use crowd::CROWDED_YIELDS;
-pub(crate) use crowd::{crowded, progress_thread, set_crowded, set_progress_thread};
+#[cfg(have_libfabric)]
+pub(crate) use crowd::set_progress_thread;
+pub(crate) use crowd::{crowded, progress_thread, set_crowded};
 use pause::Pause;
 
 /// Polls of a fabric between two yields of a waiter.
