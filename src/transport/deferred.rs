@@ -74,6 +74,7 @@ impl<'a> Deferred<'a> {
                 load_store: false,
                 needs_target_progress: false,
                 wakes_sleepers: true,
+                wakes_by_completion: false,
                 atomics_order_prior: false,
                 inject: 0,
                 max_msg: usize::MAX,

@@ -209,6 +209,10 @@ pub struct Caps {
     pub needs_target_progress: bool,
     /// Control-space atomics wake a target asleep on its doorbell, so waiters may sleep.
     pub wakes_sleepers: bool,
+    /// Control-space atomics that ring a doorbell ([`crate::protocol::layout::rings_doorbell`])
+    /// also wake the target through its completion channel, where its waiters sleep
+    /// ([`Transport::sleep`]): direct verbs, whose NIC writes control words without the CPU.
+    pub wakes_by_completion: bool,
     /// A control-space atomic is ordered after every earlier operation of this origin to the
     /// same target, complete there (CPU atomics after plain stores): releasing a lock needs no
     /// flush before it.
@@ -290,6 +294,17 @@ pub trait Transport: std::fmt::Debug {
     fn flush_local_all(&self) -> Result<()>;
     /// Let the transport move pending work (for transports whose target must make progress).
     fn progress(&self) -> Result<()>;
+
+    /// Sleep until this rank's endpoint completes something or `timeout` passes, unless
+    /// `ready` holds once the endpoint is armed to report the next completion; whether
+    /// something arrived (a peer's wake among it). Transports that
+    /// [`Caps::wakes_by_completion`] sleep on their completion channel; the others nap.
+    fn sleep(&self, ready: &dyn Fn() -> bool, timeout: std::time::Duration) -> Result<bool> {
+        if !ready() {
+            std::thread::sleep(timeout);
+        }
+        Ok(false)
+    }
 
     /// Add `add` to the 64-bit word at `offset` of `target`'s control block without waiting
     /// for the old value: the signals of post, complete and the barrier, whose receivers wait
@@ -452,8 +467,13 @@ impl crate::wait::Progress for dyn Transport + '_ {
         match (caps.needs_target_progress, caps.wakes_sleepers) {
             (true, _) => crate::wait::Pace::Serve,
             (false, true) => crate::wait::Pace::Doorbell,
+            (false, false) if caps.wakes_by_completion => crate::wait::Pace::Completion,
             (false, false) => crate::wait::Pace::Nap,
         }
+    }
+
+    fn sleep(&self, ready: &dyn Fn() -> bool, timeout: std::time::Duration) -> Result<bool> {
+        Transport::sleep(self, ready, timeout)
     }
 }
 

@@ -54,6 +54,7 @@ mod tests {
             load_store: reach == Reach::Node,
             needs_target_progress: false,
             wakes_sleepers: false,
+            wakes_by_completion: false,
             atomics_order_prior: false,
             inject: 0,
             max_msg: usize::MAX,

@@ -236,6 +236,7 @@ pub(crate) const CAPS: Caps = Caps {
     load_store: true,
     needs_target_progress: false,
     wakes_sleepers: true,
+    wakes_by_completion: false,
     atomics_order_prior: true,
     inject: usize::MAX,
     max_msg: usize::MAX,

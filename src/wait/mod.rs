@@ -2,7 +2,9 @@
 //!
 //! Eight ranks on two cores must all make progress, so a waiter spins only briefly before it
 //! yields the core, and then sleeps: on its own doorbell (a futex that the shared-memory
-//! transport rings after changing a control word), or in short naps where no doorbell exists.
+//! transport rings after changing a control word), on the completion channel of a transport
+//! whose senders wake their target through it (direct verbs), or in short naps where nothing
+//! wakes the waiter.
 //! Where every rank has a CPU, a waiter for its own memory yields for a while before it sleeps,
 //! since waking costs more than the skew of a barrier.
 //! Whenever it sleeps it checks that the processes it waits for are alive, so a dead peer gives
@@ -41,6 +43,14 @@ pub(crate) trait Progress {
     fn patient(&self) -> bool {
         true
     }
+    /// Sleep until the transport's endpoint completes something or `timeout` passes, unless
+    /// `ready` holds once it is armed ([`Pace::Completion`]); whether something arrived.
+    fn sleep(&self, ready: &dyn Fn() -> bool, timeout: Duration) -> Result<bool> {
+        if !ready() {
+            std::thread::sleep(timeout);
+        }
+        Ok(false)
+    }
 }
 
 /// How a waiter paces itself between looks at what it waits for.
@@ -51,6 +61,9 @@ pub(crate) enum Pace {
     Serve,
     /// Spin, yield, then sleep on the control block's doorbell, which the writer rings.
     Doorbell,
+    /// Spin, yield, then sleep on the transport's completion channel ([`Progress::sleep`]):
+    /// the writer's NIC wakes it (direct verbs, a write with immediate data after the word).
+    Completion,
     /// Spin, yield, then nap: nothing rings (a NIC writes the word).
     Nap,
 }
@@ -103,6 +116,10 @@ pub(crate) fn until(
             if bell.load(Ordering::SeqCst) != ring {
                 backoff.reset();
             }
+        } else if pace == Pace::Completion {
+            // Armed before the last look at the word, so the wake that follows its change
+            // ends the sleep.
+            progress.sleep(&|| done(word.load(Ordering::Acquire)), NAP)?;
         } else {
             // Nothing wakes this waiter (a NIC writes the word): naps that grow to a
             // millisecond, so a long wait (a stopped or computing peer) costs no CPU to speak of.

@@ -32,10 +32,11 @@ use bytemuck::Pod;
 use std::sync::atomic::Ordering;
 
 /// A transport driven back to back while its rank waits for notifications, where it would
-/// otherwise nap (direct verbs: nothing rings for a NIC's write, and the notification that a
-/// write with immediate data brings is only counted when this rank polls its completion
-/// queue): a nap there added up to a millisecond to each hand-off. It keeps the waiter on its
-/// core, as the waits of a transport that needs target progress do.
+/// otherwise nap or sleep on its completion channel (direct verbs: the notification that a
+/// write with immediate data brings is only counted when this rank polls its completion queue):
+/// a nap there added up to a millisecond to each hand-off, and waking from the channel cost
+/// a late notification over rxe 5x the polled wait's delay. It keeps the waiter on its core, as
+/// the waits of a transport that needs target progress do.
 struct Polled<'t>(&'t dyn Transport);
 
 impl wait::Progress for Polled<'_> {
@@ -45,7 +46,7 @@ impl wait::Progress for Polled<'_> {
 
     fn pace(&self) -> Pace {
         match self.0.pace() {
-            Pace::Nap => Pace::Serve,
+            Pace::Nap | Pace::Completion => Pace::Serve,
             pace => pace,
         }
     }

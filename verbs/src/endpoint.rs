@@ -9,11 +9,16 @@
 //! until its queue pair's outstanding work is retired, adding a signalled zero-length write
 //! behind it where the newest request is unsignalled (the queue pair completes in order, so its
 //! completion, the peer's acknowledgement, means the writes before it are complete there).
+//!
+//! A thread waiting for a peer's write may sleep on the completion queue's channel
+//! ([`Endpoint::arm`], [`Endpoint::sleep`]): a write the peer follows with a zero-length
+//! write with immediate data ([`Endpoint::wake`]) wakes it, the queue pair placing the writes
+//! and executing the atomics before it in order.
 
 use crate::device::{Context, LinkLayer, choose_gid};
 use crate::error::VerbsError;
 use crate::library::failed_completion;
-use crate::queue::{Connect, Cq, Pd, PortAddress, Qp};
+use crate::queue::{Channel, Connect, Cq, Pd, PortAddress, Qp};
 use crate::region::Region;
 use crate::stage::{Buf, Stage};
 use crate::sys;
@@ -32,6 +37,9 @@ const RECEIVES: u32 = 16;
 const RECEIVE: u64 = 1 << 63;
 /// Completion queue entries (at most the device's limit).
 const CQ_ENTRIES: u32 = 8192;
+/// The immediate data of [`Endpoint::wake`], which no notification carries: it wakes a
+/// sleeper and goes to no handler.
+const WAKE: u32 = 0;
 /// Inline bytes asked of the first queue pair; later ones ask for what it was granted.
 const INLINE: u32 = 256;
 /// RDMA reads and atomics in flight per queue pair, each way (at most the device's limits).
@@ -122,6 +130,9 @@ struct Core {
     links: RefCell<Vec<Option<Link>>>,
     state: RefCell<State>,
     cq: Cq,
+    /// What a thread sleeps on until the queue gets an entry (after the queue: destroyed
+    /// after it); `None` where the device gives none.
+    channel: Option<Channel>,
     pd: Rc<Pd>,
     ctx: Rc<Context>,
     port: u8,
@@ -249,7 +260,8 @@ impl Endpoint {
         let ctx = Rc::new(ctx);
         set_nonblocking(&ctx)?;
         let pd = Pd::alloc(ctx.clone())?;
-        let cq = Cq::create(ctx.clone(), CQ_ENTRIES.min(info.max_cqe))?;
+        let channel = Channel::create(ctx.clone());
+        let cq = Cq::create(ctx.clone(), CQ_ENTRIES.min(info.max_cqe), channel.as_ref())?;
         let stage = Stage::new(pd.clone())?;
         let rd_atomic = RD_ATOMIC.min(info.max_qp_rd_atom).min(255) as u8;
         Ok(Endpoint {
@@ -260,6 +272,7 @@ impl Endpoint {
                     stage,
                 }),
                 cq,
+                channel,
                 pd,
                 port: port.number,
                 sgid,
@@ -431,7 +444,8 @@ impl Endpoint {
     /// [`Endpoint::write`] as one write that carries `imm` to `peer`'s completion queue, where
     /// its handler ([`Endpoint::on_remote_data`]) gets it once the bytes are in its memory
     /// (the queue pair places a write's data before its completion). For a peer that
-    /// [`Endpoint::takes_remote_data`], and `src` of one work request (EINVAL otherwise). A
+    /// [`Endpoint::takes_remote_data`], `src` of one work request and `imm` other than 0,
+    /// which [`Endpoint::wake`] carries (EINVAL otherwise). A
     /// peer that does not poll while more than its posted receives arrive holds later writes
     /// back (the device retries them) until it does.
     pub fn write_notify(
@@ -448,9 +462,60 @@ impl Endpoint {
                 libc::EINVAL,
             ));
         }
+        if imm == WAKE {
+            return Err(VerbsError::new(
+                "immediate data 0, which only wakes a sleeper",
+                libc::EINVAL,
+            ));
+        }
         self.core
             .start(peer, Work::Write(src, Some(imm)), to, false, false, live)
             .map(drop)
+    }
+
+    /// Wake `peer` if it sleeps in [`Endpoint::sleep`]: a zero-length write with immediate
+    /// data, behind this side's earlier work to `peer` (which its queue pair executes first).
+    /// `probe`: memory of `peer`'s that is registered. For a peer that
+    /// [`Endpoint::takes_remote_data`]. Left in flight, signalled: this side's next poll
+    /// retires it, so that a flush after it has nothing to wait for.
+    pub fn wake(
+        &self,
+        peer: u32,
+        probe: Remote,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        self.core
+            .start(peer, Work::Write(&[], Some(WAKE)), probe, false, true, live)
+            .map(drop)
+    }
+
+    /// Whether a thread can sleep on this endpoint until a completion arrives
+    /// ([`Endpoint::arm`]): whether the device gave a completion channel.
+    pub fn sleeps(&self) -> bool {
+        self.core.channel.is_some()
+    }
+
+    /// Get ready to [`Endpoint::sleep`]: ask for an event at the next completion, then retire
+    /// what is already there. `true`: something was (look again before sleeping, the event
+    /// will not come for it); also `true` without a channel, which has no sleep.
+    pub fn arm(&self) -> Result<bool, VerbsError> {
+        let Some(_) = &self.core.channel else {
+            return Ok(true);
+        };
+        self.core.cq.arm()?;
+        Ok(self.core.drain()? > 0)
+    }
+
+    /// After [`Endpoint::arm`] returned `false`: sleep until a completion arrives (a peer's
+    /// write with immediate data, [`Endpoint::wake`] among them, or this side's own work) or
+    /// `timeout` passes, then retire what completed. Whether one arrived.
+    pub fn sleep(&self, timeout: Duration) -> Result<bool, VerbsError> {
+        let Some(channel) = &self.core.channel else {
+            return Ok(false);
+        };
+        let woken = channel.wait(timeout)?;
+        self.core.drain()?;
+        Ok(woken)
     }
 
     /// Read `dst.len()` bytes at `from` of `peer` into `dst`.
@@ -626,7 +691,7 @@ impl Endpoint {
 
     /// Retire what has completed (a call while nothing is waited for).
     pub fn progress(&self) -> Result<(), VerbsError> {
-        self.core.drain()
+        self.core.drain().map(drop)
     }
 }
 
@@ -786,13 +851,15 @@ impl Core {
         Ok(id)
     }
 
-    /// Poll the completion queue until it is empty, retiring what completed.
-    fn drain(&self) -> Result<(), VerbsError> {
+    /// Poll the completion queue until it is empty, retiring what completed; how many.
+    fn drain(&self) -> Result<usize, VerbsError> {
         let mut wcs = [sys::ibv_wc::default(); 16];
+        let mut retired = 0;
         loop {
             let n = self.cq.poll(&mut wcs)?;
+            retired += n;
             if n == 0 {
-                return Ok(());
+                return Ok(retired);
             }
             let mut st = self.state.borrow_mut();
             let State { ledger, stage } = &mut *st;
@@ -813,7 +880,7 @@ impl Core {
                     .try_for_each(|wc| self.received(wc))?;
             }
             if n < wcs.len() {
-                return Ok(());
+                return Ok(retired);
             }
         }
     }
@@ -828,7 +895,7 @@ impl Core {
         if wc.opcode == sys::IBV_WC_RECV_RDMA_WITH_IMM {
             // SAFETY: a completion of RECV_RDMA_WITH_IMM holds the immediate data in the union.
             let imm = u32::from_be(unsafe { wc.__bindgen_anon_1.imm_data });
-            if let Some(handle) = self.remote.borrow().as_ref() {
+            if let (false, Some(handle)) = (imm == WAKE, self.remote.borrow().as_ref()) {
                 handle(imm);
             }
         }

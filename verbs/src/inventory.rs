@@ -27,7 +27,7 @@ pub fn devices() -> Result<Vec<DeviceInfo>, VerbsError> {
 fn probe_inline(ctx: &Context) -> Result<u32, VerbsError> {
     let ctx = Rc::new(Context::open(&ctx.name)?);
     let pd = Pd::alloc(ctx.clone())?;
-    let cq = Cq::create(ctx, 2)?;
+    let cq = Cq::create(ctx, 2, None)?;
     let qp = Qp::create(pd, &cq, 1, 0, 1024)?;
     Ok(qp.max_inline)
 }

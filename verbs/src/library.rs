@@ -47,6 +47,15 @@ pub(crate) struct Library {
         c_int,
     ) -> *mut sys::ibv_cq,
     pub(crate) destroy_cq: unsafe extern "C" fn(*mut sys::ibv_cq) -> c_int,
+    pub(crate) create_comp_channel:
+        unsafe extern "C" fn(*mut sys::ibv_context) -> *mut sys::ibv_comp_channel,
+    pub(crate) destroy_comp_channel: unsafe extern "C" fn(*mut sys::ibv_comp_channel) -> c_int,
+    pub(crate) get_cq_event: unsafe extern "C" fn(
+        *mut sys::ibv_comp_channel,
+        *mut *mut sys::ibv_cq,
+        *mut *mut c_void,
+    ) -> c_int,
+    pub(crate) ack_cq_events: unsafe extern "C" fn(*mut sys::ibv_cq, std::ffi::c_uint),
     pub(crate) create_qp:
         unsafe extern "C" fn(*mut sys::ibv_pd, *mut sys::ibv_qp_init_attr) -> *mut sys::ibv_qp,
     pub(crate) modify_qp:
@@ -118,6 +127,10 @@ fn resolve(handle: *mut c_void) -> Result<Library, String> {
             dereg_mr: symbol(handle, c"ibv_dereg_mr")?,
             create_cq: symbol(handle, c"ibv_create_cq")?,
             destroy_cq: symbol(handle, c"ibv_destroy_cq")?,
+            create_comp_channel: symbol(handle, c"ibv_create_comp_channel")?,
+            destroy_comp_channel: symbol(handle, c"ibv_destroy_comp_channel")?,
+            get_cq_event: symbol(handle, c"ibv_get_cq_event")?,
+            ack_cq_events: symbol(handle, c"ibv_ack_cq_events")?,
             create_qp: symbol(handle, c"ibv_create_qp")?,
             modify_qp: symbol(handle, c"ibv_modify_qp")?,
             destroy_qp: symbol(handle, c"ibv_destroy_qp")?,

@@ -1,6 +1,7 @@
 //! The verbs objects an endpoint is made of, each closed on drop after what depends on it: a
-//! protection domain ([`Pd`]), a completion queue ([`Cq`]) and reliable-connected queue pairs
-//! ([`Qp`]) with their state changes (RESET, INIT, RTR, RTS, ERR).
+//! protection domain ([`Pd`]), a completion channel ([`Channel`]) and the completion queue
+//! ([`Cq`]) it reports on, and reliable-connected queue pairs ([`Qp`]) with their state changes
+//! (RESET, INIT, RTR, RTS, ERR).
 
 use crate::device::{Context, mtu_of};
 use crate::error::VerbsError;
@@ -36,6 +37,77 @@ impl Drop for Pd {
     }
 }
 
+/// A completion channel: the descriptor a thread sleeps on until an armed completion queue
+/// gets an entry ([`Cq::arm`], [`Channel::wait`]).
+pub(crate) struct Channel {
+    ctx: Rc<Context>,
+    raw: *mut sys::ibv_comp_channel,
+}
+
+impl Channel {
+    /// A channel of `ctx` whose descriptor does not block (`None` where the device gives
+    /// none: its waiters nap instead).
+    pub(crate) fn create(ctx: Rc<Context>) -> Option<Channel> {
+        // SAFETY: `ctx.raw` is an open context.
+        let raw = unsafe { (ctx.lib.create_comp_channel)(ctx.raw) };
+        if raw.is_null() {
+            return None;
+        }
+        let channel = Channel { ctx, raw };
+        // SAFETY: `fd` is the descriptor the channel owns; plain fcntl calls on it.
+        let rc = unsafe {
+            let fd = (*raw).fd;
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK)
+        };
+        (rc >= 0).then_some(channel)
+    }
+
+    /// Sleep until the queue armed on this channel reports an entry, or `timeout` passes;
+    /// whether it reported one (its event taken and acknowledged).
+    pub(crate) fn wait(&self, timeout: std::time::Duration) -> Result<bool, VerbsError> {
+        // SAFETY: `raw` is a live channel.
+        let fd = unsafe { (*self.raw).fd };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd for the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.kind() {
+                std::io::ErrorKind::Interrupted => Ok(false),
+                _ => Err(VerbsError::last("poll on the completion channel")),
+            };
+        }
+        let mut reported = false;
+        loop {
+            let mut cq = std::ptr::null_mut();
+            let mut context = std::ptr::null_mut();
+            // SAFETY: `raw` is a live channel whose descriptor does not block; the out
+            // pointers are valid.
+            if unsafe { (self.ctx.lib.get_cq_event)(self.raw, &mut cq, &mut context) } != 0 {
+                return Ok(reported);
+            }
+            // SAFETY: `cq` is the live queue the event came from, acknowledged once before it
+            // is destroyed (as `ibv_destroy_cq` requires).
+            unsafe { (self.ctx.lib.ack_cq_events)(cq, 1) };
+            reported = true;
+        }
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_comp_channel; the queue reporting on it is destroyed
+        // first (the endpoint's field order).
+        unsafe { (self.ctx.lib.destroy_comp_channel)(self.raw) };
+    }
+}
+
 /// A completion queue.
 pub(crate) struct Cq {
     ctx: Rc<Context>,
@@ -45,18 +117,18 @@ pub(crate) struct Cq {
 }
 
 impl Cq {
-    pub(crate) fn create(ctx: Rc<Context>, size: u32) -> Result<Cq, VerbsError> {
+    /// A queue of `size` entries (at least), reporting on `channel` where there is one.
+    pub(crate) fn create(
+        ctx: Rc<Context>,
+        size: u32,
+        channel: Option<&Channel>,
+    ) -> Result<Cq, VerbsError> {
         let size = size.max(1);
-        // SAFETY: `ctx.raw` is an open context; no completion channel, vector 0.
-        let raw = unsafe {
-            (ctx.lib.create_cq)(
-                ctx.raw,
-                size as i32,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
-            )
-        };
+        let channel = channel.map_or(std::ptr::null_mut(), |c| c.raw);
+        // SAFETY: `ctx.raw` is an open context; `channel` is null or a live channel of it,
+        // which outlives the queue; vector 0.
+        let raw =
+            unsafe { (ctx.lib.create_cq)(ctx.raw, size as i32, std::ptr::null_mut(), channel, 0) };
         if raw.is_null() {
             return Err(VerbsError::last(format!("ibv_create_cq of {size} entries")));
         }
@@ -76,11 +148,27 @@ impl Cq {
         };
         usize::try_from(n).map_err(|_| VerbsError::new("ibv_poll_cq", libc::EIO))
     }
+
+    /// Ask for an event on its channel at the next entry it gets (`ibv_req_notify_cq`): an
+    /// entry already there raises none, so the caller polls after this.
+    pub(crate) fn arm(&self) -> Result<(), VerbsError> {
+        // SAFETY: `ctx.raw` is an open context; its operation table is read, not changed.
+        let arm = unsafe { (*self.ctx.raw).ops.req_notify_cq }
+            .ok_or_else(|| VerbsError::new("ibv_req_notify_cq", libc::EOPNOTSUPP))?;
+        // SAFETY: `raw` is a live queue of that context; this is what the inline
+        // `ibv_req_notify_cq` calls.
+        let rc = unsafe { arm(self.raw, 0) };
+        if rc != 0 {
+            return Err(VerbsError::new("ibv_req_notify_cq", rc));
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // SAFETY: created by ibv_create_cq; the endpoint drops its queue pairs first.
+        // SAFETY: created by ibv_create_cq; the endpoint drops its queue pairs first, and every
+        // event of its channel was acknowledged when taken.
         unsafe { (self.ctx.lib.destroy_cq)(self.raw) };
     }
 }

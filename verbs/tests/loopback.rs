@@ -1,7 +1,8 @@
 //! The endpoint against itself over a real verbs device: a queue pair connected to itself,
 //! RDMA writes (inline, staged, large), reads, the NIC's atomics one at a time and in flight
 //! together, flushes, a request dropped unfinished, a bad remote key breaking the queue
-//! pair with an error that is not a peer failure, and writes with immediate data.
+//! pair with an error that is not a peer failure, writes with immediate data, and a sleep on
+//! the completion channel that a wake ends.
 //!
 //! It needs a verbs device with an active port: software RoCE in the guest of `rxe/run.sh`
 //! (CI runs it there; `ONESIDED_RXE=1`, set in the guest, makes a missing device a failure).
@@ -200,6 +201,42 @@ mod on_a_device {
         }
         assert_eq!(*seen.borrow(), want);
         ep.flush(PEER, win, &poll).unwrap();
+    }
+
+    /// A sleep on the completion channel: with nothing coming it lasts its timeout and says
+    /// nothing arrived; armed before a fetch-add and a wake, it ends at their completions, long
+    /// before its timeout, with the add done; the wake reaches no handler, and a notification
+    /// cannot carry the wake's data.
+    #[test]
+    fn a_wake_ends_a_sleep_on_the_completion_channel() {
+        let Some((ep, mem, win)) = open(4096) else {
+            return;
+        };
+        assert!(ep.sleeps(), "the device gives a completion channel");
+        let handed: std::rc::Rc<std::cell::Cell<u32>> = Default::default();
+        {
+            let handed = handed.clone();
+            ep.on_remote_data(Box::new(move |_| handed.set(handed.get() + 1)))
+                .unwrap();
+        }
+        assert!(!ep.arm().unwrap(), "nothing has completed yet");
+        assert!(!ep.sleep(std::time::Duration::from_millis(30)).unwrap());
+        assert!(!ep.arm().unwrap());
+        ep.start_atomics(PEER, &[(Atomic::FetchAdd(5), at(win, 64))], &poll)
+            .unwrap();
+        ep.wake(PEER, win, &poll).unwrap();
+        let t = std::time::Instant::now();
+        let timeout = std::time::Duration::from_secs(20);
+        let mut woken = ep.sleep(timeout).unwrap();
+        while mem.to_vec(64, 8).unwrap() != 5u64.to_le_bytes() {
+            assert!(t.elapsed() < timeout / 2, "the add never landed");
+            woken |= ep.arm().unwrap() || ep.sleep(timeout).unwrap();
+        }
+        assert!(woken, "the completions ended the sleep");
+        assert!(t.elapsed() < timeout / 2, "slept {:?}", t.elapsed());
+        ep.flush(PEER, win, &poll).unwrap();
+        assert_eq!(handed.get(), 0, "a wake goes to no handler");
+        assert!(ep.write_notify(PEER, &[1], win, 0, &poll).is_err());
     }
 }
 

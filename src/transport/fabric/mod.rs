@@ -279,6 +279,7 @@ impl<'a> Opened<'a> for OpenedFabric<'a> {
                 load_store: false,
                 needs_target_progress: true,
                 wakes_sleepers: false,
+                wakes_by_completion: false,
                 atomics_order_prior: false,
                 inject: ep.inject_size(),
                 max_msg: ep.max_msg_size(),

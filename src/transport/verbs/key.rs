@@ -20,6 +20,9 @@ pub(super) struct VerbsKey {
     /// The window's tag in this rank's notices, which a notified put's immediate data carries
     /// (`transport/notices.rs`); 0 where it takes none.
     pub(super) notify: u32,
+    /// Its waiters sleep on its completion channel: a signal to it is followed by a wake
+    /// (`Endpoint::wake`), which every rank's queue pair to it has receives for.
+    pub(super) wakes: bool,
 }
 
 fn enc_region(e: Enc, k: &ib::RegionKey) -> Enc {
@@ -47,6 +50,7 @@ impl VerbsKey {
             .u64(self.len as u64)
             .u64(self.atomics.into())
             .u64(self.notify.into())
+            .u64(self.wakes.into())
             .finish()
     }
 
@@ -72,6 +76,7 @@ impl VerbsKey {
             len: d.usize()?,
             atomics: d.u64()? != 0,
             notify: u32::try_from(d.u64()?).unwrap_or(0),
+            wakes: d.u64()? != 0,
         })
     }
 }
@@ -100,6 +105,7 @@ mod tests {
                 len: 4096,
                 atomics: true,
                 notify: 0x7f_ffff,
+                wakes: gid.is_some(),
             };
             assert_eq!(VerbsKey::decode(&k.encode()).unwrap(), k);
         }

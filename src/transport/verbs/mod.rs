@@ -13,6 +13,13 @@
 //! accumulate runs under the target's accumulate lock (`transport::locked_accumulate`).
 //! Completion is tracked per queue pair, so a flush of one target waits for that target's work.
 //! No progress thread: the NIC serves this rank's memory while the rank computes or sleeps.
+//! A rank waiting for a signal (fence, PSCW, notifications, a window's free) sleeps on its
+//! completion channel once it has spun and yielded: it sets its sleep notice in every rank's
+//! control block first ([`layout::asleep_slot`]), and an origin whose signal finds the notice
+//! set follows the signal with a zero-length write with immediate data, whose completion wakes
+//! the target. A signal to a target that does not sleep is one operation, as before; a signal
+//! that crossed the notice on its way wakes the target at the end of its sleep's slice
+//! ([`SLICE`]).
 //! Memory attached to a dynamic window is registered when it is attached and deregistered when
 //! it is detached; origins learn its key from the owner's attach table.
 //!
@@ -75,14 +82,24 @@ struct Target {
     data: Span,
     /// [`VerbsKey::notify`].
     notify: u32,
+    /// [`VerbsKey::wakes`].
+    wakes: bool,
 }
+
+/// How long a sleep on the completion channel lasts at most before the sleeper looks at its
+/// word again: the delay of a signal whose origin read the sleep notice just before it was
+/// set.
+const SLICE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The direct verbs transport of one window.
 pub struct VerbsTransport<'a> {
     caps: Caps,
     targets: Vec<Target>,
+    /// This rank's index in the window.
+    me: usize,
     peers: Peers,
-    _ctrl: ib::Region<'static>,
+    /// This rank's control block (its sleep notices are read before a signal).
+    ctrl: ib::Region<'static>,
     _data: Option<ib::Region<'a>>,
     attached: RefCell<Vec<ib::Region<'a>>>,
     /// The notifications that arrived with their writes (`transport/notices.rs`).
@@ -145,15 +162,14 @@ fn open_local<'a>(
         len,
         atomics: ep.has_atomics(),
         notify: 0,
+        wakes: false,
     };
     // Every queue pair of the window must have receives posted for the immediate data.
-    let notified = world
-        .iter()
-        .all(|&peer| ep.takes_remote_data(peer))
-        .then(|| notices.register())
-        .flatten();
+    let receives = world.iter().all(|&peer| ep.takes_remote_data(peer));
+    let notified = receives.then(|| notices.register()).flatten();
     let key = VerbsKey {
         notify: notified.as_ref().map_or(0, |w| w.tag),
+        wakes: receives && ep.sleeps(),
         ..key
     };
     Ok(Local {
@@ -258,7 +274,7 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
             world,
             peers,
             keys,
-            ..
+            me,
         } = *self;
         prepared.keep();
         let atomics = keys.iter().all(|k| k.atomics);
@@ -270,8 +286,10 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
                 ctrl: Span::of(k.ctrl, layout::ctrl_block(keys.len())),
                 data: Span::of(k.data, k.len),
                 notify: k.notify,
+                wakes: k.wakes,
             })
             .collect();
+        let wakes = local.key.wakes;
         let ep = local.ep;
         Box::new(VerbsTransport {
             caps: Caps {
@@ -280,6 +298,7 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
                 load_store: false,
                 needs_target_progress: false,
                 wakes_sleepers: false,
+                wakes_by_completion: wakes,
                 atomics_order_prior: false,
                 inject: ep.max_inline(),
                 max_msg: usize::MAX,
@@ -292,7 +311,8 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
             },
             targets,
             peers,
-            _ctrl: local.ctrl,
+            me,
+            ctrl: local.ctrl,
             _data: local.data,
             attached: RefCell::new(Vec::new()),
             notified: local.notified,
@@ -348,6 +368,45 @@ impl<'a> VerbsTransport<'a> {
         match self.peers.job_alive().is_err() || self.peers.gone(target) {
             true => ib::Waiting::GiveUp,
             false => ib::Waiting::Poll,
+        }
+    }
+
+    /// Wake `target` after a change of the control word at `offset`, where a waiter there may
+    /// sleep on it ([`layout::rings_doorbell`]) and the target sleeps on its completion
+    /// channel ([`VerbsKey::wakes`]); behind the change on the queue pair, in flight.
+    fn wake(&self, target: usize, offset: usize) -> Result<()> {
+        let t = self.target(target)?;
+        if !t.wakes || !layout::rings_doorbell(offset) || !self.asleep(target) {
+            return Ok(());
+        }
+        let probe = ib::Remote {
+            addr: t.ctrl.addr,
+            rkey: t.ctrl.rkey,
+        };
+        self.ep
+            .wake(t.peer, probe, &|| self.alive(target))
+            .map_err(ib_err)
+    }
+
+    /// Whether `target`'s sleep notice in this rank's control block is set.
+    fn asleep(&self, target: usize) -> bool {
+        let at = layout::asleep_slot(self.targets.len(), target);
+        let word = self.ctrl.mem().atomic_u64(at);
+        word.is_ok_and(|w| w.load(std::sync::atomic::Ordering::Acquire) != 0)
+    }
+
+    /// Write `v` as this rank's sleep notice into every rank's control block. Best effort: a
+    /// rank it does not reach misses only a wake, and its wait has its own bound.
+    fn tell_asleep(&self, v: u64) {
+        let at = layout::asleep_slot(self.targets.len(), self.me);
+        for (i, t) in self.targets.iter().enumerate() {
+            let to = ib::Remote {
+                addr: t.ctrl.addr + at as u64,
+                rkey: t.ctrl.rkey,
+            };
+            let _ = self
+                .ep
+                .write(t.peer, &v.to_le_bytes(), to, &|| self.alive(i));
         }
     }
 
@@ -493,14 +552,18 @@ impl Transport for VerbsTransport<'_> {
 
     fn amo(&self, target: usize, space: Space, offset: usize, op: Amo) -> Result<u64> {
         let (peer, at) = self.at(target, space, offset, 8)?;
+        let changes = !matches!(op, Amo::Load);
         let op = match op {
             Amo::FetchAdd(v) => ib::Atomic::FetchAdd(v),
             Amo::Load => ib::Atomic::FetchAdd(0),
             Amo::CompareSwap { compare, swap } => ib::Atomic::CompareSwap { compare, swap },
         };
-        self.ep
-            .atomic(peer, op, at, &|| self.alive(target))
-            .map_err(ib_err)
+        let old = self.ep.atomic(peer, op, at, &|| self.alive(target));
+        let old = old.map_err(ib_err)?;
+        if changes && space == Space::Control {
+            self.wake(target, offset)?;
+        }
+        Ok(old)
     }
 
     /// On the NIC where the device and the path allow, else under the target's accumulate
@@ -545,7 +608,8 @@ impl Transport for VerbsTransport<'_> {
         let t = self
             .ep
             .start_atomics(peer, &[(ib::Atomic::FetchAdd(add), at)], &live);
-        t.map(drop).map_err(ib_err)
+        t.map(drop).map_err(ib_err)?;
+        self.wake(target, offset)
     }
 
     fn flush(&self, target: usize) -> Result<()> {
@@ -574,6 +638,35 @@ impl Transport for VerbsTransport<'_> {
 
     fn progress(&self) -> Result<()> {
         self.ep.progress().map_err(ib_err)
+    }
+
+    /// With the sleep notice set in every rank's control block for as long as it sleeps, in
+    /// slices ([`SLICE`]) up to `timeout`, until `ready` holds.
+    fn sleep(&self, ready: &dyn Fn() -> bool, timeout: std::time::Duration) -> Result<bool> {
+        if !self.caps.wakes_by_completion {
+            if !ready() {
+                std::thread::sleep(timeout);
+            }
+            return Ok(false);
+        }
+        self.tell_asleep(1);
+        let end = std::time::Instant::now() + timeout;
+        let slept = (|| {
+            let mut woken = false;
+            loop {
+                woken |= self.ep.arm().map_err(ib_err)?;
+                if ready() {
+                    return Ok(true);
+                }
+                let left = end.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Ok(woken);
+                }
+                woken |= self.ep.sleep(left.min(SLICE)).map_err(ib_err)?;
+            }
+        })();
+        self.tell_asleep(0);
+        slept
     }
 
     fn start_get(
