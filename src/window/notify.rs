@@ -34,9 +34,9 @@ use std::sync::atomic::Ordering;
 /// A transport driven back to back while its rank waits for notifications, where it would
 /// otherwise nap or sleep on its completion channel (direct verbs: the notification that a
 /// write with immediate data brings is only counted when this rank polls its completion queue):
-/// a nap there added up to a millisecond to each hand-off, and waking from the channel cost
-/// a late notification over rxe 5x the polled wait's delay. It keeps the waiter on its core, as
-/// the waits of a transport that needs target progress do.
+/// a nap there added up to a millisecond to each hand-off, and over rxe a late notification
+/// was seen several times later from the channel than by polling. It keeps the waiter on its
+/// core, as the waits of a transport that needs target progress do.
 struct Polled<'t>(&'t dyn Transport);
 
 impl wait::Progress for Polled<'_> {

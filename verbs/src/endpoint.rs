@@ -489,6 +489,22 @@ impl Endpoint {
             .map(drop)
     }
 
+    /// Write the 8 bytes of `value` at `to` of `peer`, signalled: this side's next poll retires
+    /// it with what went before it on the queue pair, so that a flush after it has nothing left
+    /// to wait for (a control word written now and then, such as a sleep notice).
+    pub fn write_word(
+        &self,
+        peer: u32,
+        value: u64,
+        to: Remote,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        let bytes = value.to_le_bytes();
+        self.core
+            .start(peer, Work::Write(&bytes, None), to, false, true, live)
+            .map(drop)
+    }
+
     /// Whether a thread can sleep on this endpoint until a completion arrives
     /// ([`Endpoint::arm`]): whether the device gave a completion channel.
     pub fn sleeps(&self) -> bool {

@@ -13,13 +13,12 @@
 //! accumulate runs under the target's accumulate lock (`transport::locked_accumulate`).
 //! Completion is tracked per queue pair, so a flush of one target waits for that target's work.
 //! No progress thread: the NIC serves this rank's memory while the rank computes or sleeps.
-//! A rank waiting for a signal (fence, PSCW, notifications, a window's free) sleeps on its
-//! completion channel once it has spun and yielded: it sets its sleep notice in every rank's
-//! control block first ([`layout::asleep_slot`]), and an origin whose signal finds the notice
-//! set follows the signal with a zero-length write with immediate data, whose completion wakes
-//! the target. A signal to a target that does not sleep is one operation, as before; a signal
-//! that crossed the notice on its way wakes the target at the end of its sleep's slice
-//! ([`SLICE`]).
+//! A rank waiting for a signal (fence, PSCW, a window's free) sleeps on its completion channel
+//! once it has spun and yielded: it sets its sleep notice in every rank's control block first
+//! ([`layout::asleep_slot`]), and an origin whose signal finds the notice set follows the
+//! signal with a zero-length write with immediate data, whose completion wakes the target. A
+//! signal to a target that does not sleep is one operation, as before; a signal that crossed
+//! the notice on its way wakes the target at the end of its sleep's slice ([`SLICE`]).
 //! Memory attached to a dynamic window is registered when it is attached and deregistered when
 //! it is detached; origins learn its key from the owner's attach table.
 //!
@@ -404,9 +403,7 @@ impl<'a> VerbsTransport<'a> {
                 addr: t.ctrl.addr + at as u64,
                 rkey: t.ctrl.rkey,
             };
-            let _ = self
-                .ep
-                .write(t.peer, &v.to_le_bytes(), to, &|| self.alive(i));
+            let _ = self.ep.write_word(t.peer, v, to, &|| self.alive(i));
         }
     }
 
