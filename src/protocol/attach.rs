@@ -314,7 +314,7 @@ mod tests {
     fn the_table_fits_its_page() {
         for n in [1, 2, 512, 513] {
             assert!(layout::notice_slot(n, 0) >= layout::posted_slot(n - 1) + 8);
-            assert!(table_offset(n) >= layout::asleep_slot(n, n - 1) + 8);
+            assert!(table_offset(n) >= layout::notice_slot(n, n - 1) + 8);
             assert_eq!(table_offset(n) + layout::PAGE, layout::ctrl_block(n));
         }
     }

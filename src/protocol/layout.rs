@@ -76,36 +76,37 @@ pub fn posted_slot(target: usize) -> usize {
     POSTS + 8 * target
 }
 
-/// Bytes of a word per rank, in whole pages.
-fn per_rank(n: usize) -> usize {
-    (8 * n).div_ceil(PAGE) * PAGE
+/// Bytes of `words` words per rank, in whole pages.
+fn per_rank(n: usize, words: usize) -> usize {
+    (8 * words * n).div_ceil(PAGE) * PAGE
 }
 
-/// The detach notice of target `target`, after the post counters, in a window of `n` ranks:
-/// the generation of `target`'s attach table when it last detached memory, which `target`
-/// writes into the control block of every origin that reaches it without loads before its
-/// detach returns. Such an origin compares it with its copy of the table before each access
-/// to `target`'s attached memory: a load, not a round trip ([`crate::protocol::attach`]).
-pub fn notice_slot(n: usize, target: usize) -> usize {
-    POSTS + per_rank(n) + 8 * target
-}
-
-/// The sleep notice of target `target`, after the detach notices, in a window of `n` ranks:
-/// nonzero while `target` sleeps on its completion channel in a wait for a signal (direct
-/// verbs), which it writes into the control block of every rank of the window before it sleeps
-/// and clears when it wakes. An origin that signals `target` follows the signal with a wake
-/// only while the notice is set: a load, and no second operation for a target that does not
-/// sleep.
+/// The sleep notice of target `target`, after the post counters and on their pages, in a
+/// window of `n` ranks: nonzero while `target` sleeps on its completion channel in a wait for a
+/// signal (direct verbs), which it writes into the control block of every rank of the window
+/// before it sleeps and clears when it wakes. An origin that signals `target` follows the
+/// signal with a wake only while the notice is set: a load, and no second operation for a
+/// target that does not sleep.
 #[cfg(any(have_ibverbs, test))]
 pub fn asleep_slot(n: usize, target: usize) -> usize {
-    POSTS + 2 * per_rank(n) + 8 * target
+    POSTS + 8 * n + 8 * target
 }
 
-/// Size of a rank's control block in a window of `n` ranks: the fixed part, a post counter,
-/// a detach notice and a sleep notice per rank, each array in whole pages, and a page for the
-/// attach table of dynamic windows ([`crate::protocol::attach`]).
+/// The detach notice of target `target`, after the post counters and sleep notices, in a
+/// window of `n` ranks: the generation of `target`'s attach table when it last detached
+/// memory, which `target` writes into the control block of every origin that reaches it
+/// without loads before its detach returns. Such an origin compares it with its copy of the
+/// table before each access to `target`'s attached memory: a load, not a round trip
+/// ([`crate::protocol::attach`]).
+pub fn notice_slot(n: usize, target: usize) -> usize {
+    POSTS + per_rank(n, 2) + 8 * target
+}
+
+/// Size of a rank's control block in a window of `n` ranks: the fixed part, a post counter and
+/// a sleep notice per rank, a detach notice per rank, each of the two arrays in whole pages,
+/// and a page for the attach table of dynamic windows ([`crate::protocol::attach`]).
 pub fn ctrl_block(n: usize) -> usize {
-    CTRL_BLOCK + 3 * per_rank(n) + PAGE
+    CTRL_BLOCK + per_rank(n, 2) + per_rank(n, 1) + PAGE
 }
 
 /// Whether an atomic on the control word at `offset` must ring the block's doorbell: only the
@@ -233,13 +234,14 @@ mod tests {
 
     #[test]
     fn control_blocks_hold_a_post_counter_and_two_notices_per_rank() {
-        assert_eq!(ctrl_block(1), 5 * PAGE);
-        assert_eq!(ctrl_block(512), 5 * PAGE);
-        assert_eq!(ctrl_block(513), 8 * PAGE);
-        for n in [1, 2, 512, 513, 4096] {
-            assert!(posted_slot(n - 1) + 8 <= notice_slot(n, 0));
-            assert!(notice_slot(n, n - 1) + 8 <= asleep_slot(n, 0));
-            assert!(asleep_slot(n, n - 1) + 8 + PAGE <= ctrl_block(n));
+        assert_eq!(ctrl_block(1), 4 * PAGE);
+        assert_eq!(ctrl_block(256), 4 * PAGE);
+        assert_eq!(ctrl_block(257), 5 * PAGE);
+        assert_eq!(ctrl_block(513), 7 * PAGE);
+        for n in [1, 2, 256, 257, 512, 513, 4096] {
+            assert!(posted_slot(n - 1) + 8 <= asleep_slot(n, 0));
+            assert!(asleep_slot(n, n - 1) + 8 <= notice_slot(n, 0));
+            assert!(notice_slot(n, n - 1) + 8 + PAGE <= ctrl_block(n));
             assert!(posted_slot(0) >= ACC_LOCK + LINE);
         }
     }
