@@ -11,7 +11,8 @@
 //! - [`Endpoint`]: one port of one device, a completion queue, a reliable-connected queue pair
 //!   per peer ([`Endpoint::prepare`], [`Endpoint::connect`]), staging buffers, and the
 //!   operations: RDMA write (inline where it fits), read, the NIC's 8-byte fetch-and-add and
-//!   compare-and-swap, their request forms ([`Ticket`]) and per-peer flush.
+//!   compare-and-swap, their request forms ([`Ticket`]) and per-peer flush; and a sleep on the
+//!   completion channel until a completion arrives, which a peer's [`Endpoint::wake`] brings.
 //! - [`Region`]: registered memory, with the [`RegionKey`] peers address it by.
 //!
 //! No thread runs behind the caller's back: the NIC serves peers' operations on registered
