@@ -515,9 +515,9 @@ impl Endpoint {
     /// what is already there. `true`: something was (look again before sleeping, the event
     /// will not come for it); also `true` without a channel, which has no sleep.
     pub fn arm(&self) -> Result<bool, VerbsError> {
-        let Some(_) = &self.core.channel else {
+        if self.core.channel.is_none() {
             return Ok(true);
-        };
+        }
         self.core.cq.arm()?;
         Ok(self.core.drain()? > 0)
     }
