@@ -374,16 +374,13 @@ impl<'a> VerbsTransport<'a> {
     /// sleep on it ([`layout::rings_doorbell`]) and the target sleeps on its completion
     /// channel ([`VerbsKey::wakes`]); behind the change on the queue pair, in flight.
     fn wake(&self, target: usize, offset: usize) -> Result<()> {
-        let t = self.target(target)?;
-        if !t.wakes || !layout::rings_doorbell(offset) || !self.asleep(target) {
+        let wakes = self.target(target)?.wakes;
+        if !wakes || !layout::rings_doorbell(offset) || !self.asleep(target) {
             return Ok(());
         }
-        let probe = ib::Remote {
-            addr: t.ctrl.addr,
-            rkey: t.ctrl.rkey,
-        };
+        let (peer, probe) = self.at(target, Space::Control, 0, 0)?;
         self.ep
-            .wake(t.peer, probe, &|| self.alive(target))
+            .wake(peer, probe, &|| self.alive(target))
             .map_err(ib_err)
     }
 
@@ -398,12 +395,10 @@ impl<'a> VerbsTransport<'a> {
     /// rank it does not reach misses only a wake, and its wait has its own bound.
     fn tell_asleep(&self, v: u64) {
         let at = layout::asleep_slot(self.targets.len(), self.me);
-        for (i, t) in self.targets.iter().enumerate() {
-            let to = ib::Remote {
-                addr: t.ctrl.addr + at as u64,
-                rkey: t.ctrl.rkey,
-            };
-            let _ = self.ep.write_word(t.peer, v, to, &|| self.alive(i));
+        for i in 0..self.targets.len() {
+            if let Ok((peer, to)) = self.at(i, Space::Control, at, 8) {
+                let _ = self.ep.write_word(peer, v, to, &|| self.alive(i));
+            }
         }
     }
 
@@ -610,13 +605,9 @@ impl Transport for VerbsTransport<'_> {
     }
 
     fn flush(&self, target: usize) -> Result<()> {
-        let t = self.target(target)?;
-        let probe = ib::Remote {
-            addr: t.ctrl.addr,
-            rkey: t.ctrl.rkey,
-        };
+        let (peer, probe) = self.at(target, Space::Control, 0, 0)?;
         self.ep
-            .flush(t.peer, probe, &|| self.alive(target))
+            .flush(peer, probe, &|| self.alive(target))
             .map_err(ib_err)
     }
 
