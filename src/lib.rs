@@ -77,5 +77,7 @@ pub use onesided_derive::Pod;
 pub use protocol::assert::Assert;
 pub use protocol::attach::MAX_ATTACH;
 pub use protocol::lockword::LockType;
-pub use window::{Address, AtomicElem, Flavor, Layout, Model, Op, Request, SharedRegion, Window};
+pub use window::{
+    Address, AtomicElem, Flavor, Layout, Model, Op, Request, SharedRegion, TypedWindow, Window,
+};
 pub use world::{Comm, World};

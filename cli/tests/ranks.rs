@@ -62,6 +62,8 @@ mod slurm;
 mod soundness;
 #[path = "ranks/stress.rs"]
 mod stress;
+#[path = "ranks/typed.rs"]
+mod typed;
 #[path = "ranks/world.rs"]
 mod world;
 
@@ -473,6 +475,9 @@ static SCENARIOS: &[Scenario] = &[
     flavored("requests::accumulate", requests::accumulate, &[3]),
     flavored("requests::errors", requests::errors, &[2]),
     flavored("requests::gathered", requests::gathered, &[3]),
+    flavored("requests::awaited", requests::awaited, &[2, 3]),
+    scenario("typed::elements", typed::elements, &[2, 3]),
+    scenario("typed::mixed_types", typed::mixed_types, &[2, 3]),
     flavored("atomics::errors", atomics::errors, &[2]),
     flavored("atomics::target_sleeps", atomics::target_sleeps, &[2]),
     flavored("atomics::target_computes", atomics::target_computes, &[2]),
@@ -817,11 +822,13 @@ fn trials() -> Vec<Trial> {
             // The chapter's examples (gather and scatter by get and accumulate, the stencils
             // with post/start/complete/wait, the checkerboard, the semaphore, Peterson's lock,
             // the spinlock, load/store with sync, pipelined requests, the linked list), MPICH's
-            // linked list and the 2-D stencil of noncontiguous halos.
+            // linked list, the 2-D stencil of noncontiguous halos and requests awaited as
+            // futures.
             // Over verbs (software RoCE, emulated CPU), under onesided's launcher only, at 2
             // or 3 ranks (the 2-D stencil needs a square: 4).
-            let examples: [(&str, &[usize]); 15] = [
+            let examples: [(&str, &[usize]); 16] = [
                 ("linked_list", &[2, 8]),
+                ("async_gets", &[2, 3]),
                 ("example_12_16", &[3, 8]),
                 ("stencil2d", &[1, 4, 9]),
                 ("example_12_1", &[3]),

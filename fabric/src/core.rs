@@ -15,6 +15,7 @@ use crate::stage::{Pool, Staged};
 use crate::stamp::Stamps;
 use crate::sys;
 use crate::track::{Context, Outcome, Slot};
+use crate::watch::{HEARTBEAT, Watchers};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -104,6 +105,8 @@ pub(crate) struct Core {
     pub(crate) remote: OnceLock<RemoteData>,
     /// Registrations of callers' buffers, kept while their memory lives (`cache.rs`).
     pub(crate) cache: Cache,
+    /// The futures waiting for operations of this endpoint (`watch.rs`).
+    pub(crate) watchers: Watchers,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE, so these objects may be used from any thread.
@@ -126,6 +129,10 @@ impl Core {
     /// One round of the progress thread: stand aside while the owner is active, else block
     /// until traffic arrives (or a timeout), serving the target side meanwhile.
     pub(crate) fn serve(&self) {
+        if self.watchers.any() {
+            self.serve_watched();
+            return;
+        }
         let idle = self.idle();
         let rung = self.rung_by_all();
         match (idle < HOLDOFF, rung) {
@@ -171,6 +178,25 @@ impl Core {
                 true => std::thread::yield_now(),
                 false => std::hint::spin_loop(),
             }
+        }
+    }
+
+    /// Futures wait for this endpoint's operations, their owner parked in its executor: poll
+    /// back to back (yielding the core after every poll on a crowded node) until a settle wakes
+    /// them, and wake them anyway after [`HEARTBEAT`], so that they look at their peers'
+    /// liveness again.
+    fn serve_watched(&self) {
+        let since = Instant::now();
+        let crowded = self.crowded.load(Ordering::Relaxed);
+        while self.watchers.any() && since.elapsed() < HEARTBEAT {
+            self.poll_all();
+            match crowded {
+                true => std::thread::yield_now(),
+                false => std::hint::spin_loop(),
+            }
+        }
+        if self.watchers.any() {
+            self.watchers.wake_all();
         }
     }
 
@@ -482,6 +508,9 @@ impl Core {
         let out = slot.and_then(|s| track.take(s));
         drop(track);
         drop(freed);
+        if n > 0 {
+            self.watchers.settled();
+        }
         if received || remote {
             for e in &entries[..n] {
                 let ctx = e.op_context as Context;
@@ -528,6 +557,7 @@ impl Core {
         track.moved();
         drop(track);
         drop(freed);
+        self.watchers.settled();
     }
 }
 

@@ -19,6 +19,7 @@ use crate::stage::Staged;
 use crate::stamp::Stamps;
 use crate::sys;
 use crate::track::{Outcome, Slot};
+use crate::watch::Watchers;
 use onesided_shm::Mem;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -121,6 +122,7 @@ impl Endpoint {
             mail: OnceLock::new(),
             remote: OnceLock::new(),
             cache: Cache::default(),
+            watchers: Watchers::default(),
         };
         let core = Arc::new(core);
         let p = domain.provider();

@@ -105,6 +105,8 @@ mod stage;
 mod stamp;
 #[cfg(have_libfabric)]
 mod track;
+#[cfg(have_libfabric)]
+mod watch;
 
 #[cfg(have_libfabric)]
 pub use cache::CacheReport;

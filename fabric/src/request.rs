@@ -16,6 +16,7 @@ use crate::sys;
 use crate::track::Slot;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Waker;
 
 /// Operations posted by a request form, waited for by [`Endpoint::finish`] or polled by
 /// [`Endpoint::test`]. Dropped unfinished, the operations settle on their own, and the buffers
@@ -223,6 +224,43 @@ impl Endpoint {
         self.core.touch();
         self.launch(keep_waiting);
         self.core.poll();
+        self.settled(ticket)
+    }
+
+    /// For a future: whether every operation of `ticket` has settled, and if not, have `waker`
+    /// woken when operations of this endpoint next settle (posting gathered reads first;
+    /// `keep_waiting` as in [`Endpoint::finish`] while posting them). The progress is the
+    /// progress thread's: while any future waits it polls the endpoint back to back and wakes
+    /// every waiting future when operations settle, and every 10 ms if nothing does (for a look
+    /// at the peers' liveness). A woken future whose operations are still in flight watches
+    /// again; the owner need not poll, so its thread may sleep in its executor.
+    pub fn watch(
+        &self,
+        ticket: &Ticket,
+        waker: &Waker,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> bool {
+        self.launch(keep_waiting);
+        if self.settled(ticket) {
+            return true;
+        }
+        if self.core.watchers.add(waker) {
+            self.core.wake();
+        }
+        // A settle between the first look and the watch woke nobody: look once more.
+        self.settled(ticket)
+    }
+
+    /// Whether every operation of `ticket` has settled, without progressing the endpoint
+    /// (posting gathered reads first, as [`Endpoint::test`]): a look that costs no call into
+    /// the provider, for the many requests a future joins, whose polls need not all progress.
+    pub fn looked_settled(&self, ticket: &Ticket, keep_waiting: &dyn Fn() -> Waiting) -> bool {
+        self.launch(keep_waiting);
+        self.settled(ticket)
+    }
+
+    /// Whether every operation of `ticket` has settled, without progressing the endpoint.
+    fn settled(&self, ticket: &Ticket) -> bool {
         if let Some((joint, _)) = &ticket.joined
             && !self.joint_settled(joint)
         {

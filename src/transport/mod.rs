@@ -62,6 +62,7 @@ pub(crate) use emulated::{locked_accumulate, locked_accumulate_many};
 pub(crate) use notices::{Notices, Window as NotifiedWindow, data as notice_data};
 use onesided_shm::Mem;
 pub(crate) use select::{Selection, select};
+use std::task::Waker;
 
 /// An atomic read-modify-write of one element of window memory: the accumulate family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -411,6 +412,22 @@ pub trait Transport: std::fmt::Debug {
     /// Whether `pending` is complete (progressing the transport once).
     fn test(&self, pending: &Pending) -> Result<bool> {
         Ok(matches!(pending, Pending::Done))
+    }
+
+    /// For a future: whether `pending` is complete (progressing the transport once), and if
+    /// not, have `waker` woken when it may be. A future that has polled for a while asks
+    /// `to_sleep`: where the transport progresses by itself (the fabric's progress thread) it
+    /// wakes the task when operations settle, so the task's thread may sleep meanwhile. By
+    /// default, and while not `to_sleep`, the task is woken at once to poll again: where
+    /// progress is the owner's own polls (shared memory, direct verbs), the next poll is the
+    /// progress.
+    fn watch(&self, pending: &Pending, waker: &Waker, to_sleep: bool) -> Result<bool> {
+        let _ = to_sleep;
+        let done = self.test(pending)?;
+        if !done {
+            waker.wake_by_ref();
+        }
+        Ok(done)
     }
 
     /// Wait for `pending`; the bytes it read or fetched go to `out`.

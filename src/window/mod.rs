@@ -26,12 +26,14 @@ mod strided;
 mod sync;
 #[cfg(test)]
 mod tests;
+mod typed;
 
 pub use atomic::{AtomicElem, Op};
 pub use dynamic::Address;
 pub use local::SharedRegion;
 pub use request::Request;
 pub use strided::Layout;
+pub use typed::TypedWindow;
 
 use crate::error::in_call;
 use crate::error::{Error, ErrorClass, Result};

@@ -16,10 +16,17 @@
 //! into one read, posted at the next call that reaches the endpoint (any operation, flush, test
 //! or wait): `docs/transports.md`.
 //!
-//! Requests are not futures: completion is driven by polling the NIC from the thread that owns
-//! the window (MPI_THREAD_FUNNELED), so an executor could only poll them in a loop, which
-//! [`Request::test`] already offers; a waker would need the progress thread to own completion,
-//! which would put a thread hand-off on every operation's critical path.
+//! A request is also a [`Future`] (of `Result<()>`), for any executor: awaiting it completes
+//! it as [`Request::wait`] does, so `futures::future::join_all(requests).await` waits for many.
+//! A poll tests the request; one still in flight asks its transport to wake the task when it
+//! may have completed. Over the fabric the endpoint's progress thread does: while a future
+//! waits it polls the endpoint back to back and wakes every waiting task when operations
+//! settle (and every 10 ms regardless, to look at the peers' liveness), so the task's thread
+//! may sleep in its executor. Over shared memory a request is complete when it starts, and
+//! over direct verbs, where the owner's polls are the progress, the task is woken at once to
+//! poll again. A request borrows its window, which stays on its thread (MPI_THREAD_FUNNELED),
+//! so its future runs on a single-threaded executor (`futures::executor::block_on`,
+//! `LocalPool`, a local task set).
 //!
 //! # MPI-4.1: 12.3.5 (request-based RMA communication operations)
 
@@ -30,6 +37,16 @@ use crate::error::in_call;
 use crate::protocol::reduce::Op;
 use crate::transport::{Pending, Space, Transport};
 use bytemuck::Pod;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// How long a request awaited as a future is polled by its own task (woken again at once while
+/// in flight) before its transport is asked to wake the task when it completes, so that the
+/// task's thread may sleep: a completion expected soon is seen sooner by a poll than by a
+/// wake-up from another thread.
+const POLL_FOR: Duration = Duration::from_millis(1);
 
 /// A request-based RMA operation in progress (MPI_Request of MPI_RPUT and its kin). It borrows
 /// the window and its buffers until complete; dropping it completes it (ignoring an error, as
@@ -41,6 +58,8 @@ pub struct Request<'w> {
     /// Where the bytes read or fetched go (rget, rget_accumulate).
     out: Option<&'w mut [u8]>,
     rank: usize,
+    /// When the request was first polled as a future.
+    polled: Option<Instant>,
 }
 
 impl std::fmt::Debug for Request<'_> {
@@ -124,6 +143,38 @@ impl<'w> Request<'w> {
     }
 }
 
+/// Awaiting a request completes it: `Ok` once the origin buffer may be reused (and read or
+/// fetched data is in the result buffer), or the error [`Request::wait`] would return. Polled
+/// again after that, it is ready with `Ok`.
+///
+/// # MPI-4.1: 3.7.3 (MPI_TEST)
+impl Future for Request<'_> {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let q = &mut *self;
+        let since = *q.polled.get_or_insert_with(Instant::now);
+        let to_sleep = since.elapsed() >= POLL_FOR;
+        in_call(Some(q.rank), "MPI_Test", || {
+            let done = match &q.pending {
+                None => true,
+                Some(p) => q.transport.watch(p, cx.waker(), to_sleep)?,
+            };
+            if done {
+                q.complete()?;
+            }
+            Ok(done)
+        })
+        .map_or_else(
+            |e| Poll::Ready(Err(e)),
+            |done| match done {
+                true => Poll::Ready(Ok(())),
+                false => Poll::Pending,
+            },
+        )
+    }
+}
+
 impl Drop for Request<'_> {
     fn drop(&mut self) {
         let _ = self.complete();
@@ -150,6 +201,7 @@ impl Window<'_> {
             pending: Some(pending),
             out,
             rank: self.rank(),
+            polled: None,
         })
     }
 

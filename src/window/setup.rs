@@ -34,6 +34,7 @@ use crate::transport::{Attach, Caps, RemoteKey, Selection, Transport, select};
 use crate::world::Comm;
 use bytemuck::Pod;
 use onesided_shm::{Mem, Segment};
+use std::borrow::Borrow;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
@@ -119,14 +120,7 @@ impl<'a> Window<'a> {
         body: impl FnOnce(&Window<'a>) -> R,
     ) -> Result<R> {
         in_call(Some(comm.rank()), "MPI_Win_create", || {
-            let bytes: &'a mut [u8] = bytemuck::cast_slice_mut(memory);
-            let request = Request {
-                flavor: Flavor::Create,
-                size: bytes.len(),
-                disp_unit,
-                user: Some(Mem::from_slice(bytes)),
-            };
-            lend(build(comm, info, request)?, body)
+            create_lent(comm, memory, disp_unit, info, |w| w, body)
         })
     }
 
@@ -154,22 +148,43 @@ impl<'a> Window<'a> {
     }
 }
 
-/// Run `body` on `win`, which holds memory lent by the caller, then free the window; abort
-/// if the memory cannot be handed back safely (see [`Window::create`]): unless every other
-/// rank is known to be gone (processes of this node that exited cannot write any more, and the
-/// window's NIC registrations close with it).
-fn lend<'a, R>(win: Window<'a>, body: impl FnOnce(&Window<'a>) -> R) -> Result<R> {
+/// [`Window::create`] of `memory`, with the window handed to `body` as `wrap` makes it (the
+/// window itself, or a typed window holding it).
+pub(super) fn create_lent<'a, T: Pod, W: Borrow<Window<'a>>, R>(
+    comm: &Comm,
+    memory: &'a mut [T],
+    disp_unit: usize,
+    info: &Info,
+    wrap: impl FnOnce(Window<'a>) -> W,
+    body: impl FnOnce(&W) -> R,
+) -> Result<R> {
+    let bytes: &'a mut [u8] = bytemuck::cast_slice_mut(memory);
+    let request = Request {
+        flavor: Flavor::Create,
+        size: bytes.len(),
+        disp_unit,
+        user: Some(Mem::from_slice(bytes)),
+    };
+    lend(wrap(build(comm, info, request)?), body)
+}
+
+/// Run `body` on `held` (a window that holds memory lent by the caller, or what holds that
+/// window), then free the window; abort if the memory cannot be handed back safely (see
+/// [`Window::create`]): unless every other rank is known to be gone (processes of this node
+/// that exited cannot write any more, and the window's NIC registrations close with it).
+fn lend<'a, W: Borrow<Window<'a>>, R>(held: W, body: impl FnOnce(&W) -> R) -> Result<R> {
     let out = {
         let _guard = AbortOnUnwind;
-        body(&win)
+        body(&held)
     };
+    let win: &Window<'a> = held.borrow();
     let freed = win.release();
     let me = win.rank();
     let alone = || (0..win.size_of_group()).all(|r| r == me || win.peers.gone(r));
     if !freed.quiet && !alone() {
         abort_lent(&freed.result);
     }
-    drop(win);
+    drop(held);
     freed.result.map(|()| out)
 }
 

@@ -1,18 +1,41 @@
 //! Request-based RMA (rput, rget, raccumulate, rget_accumulate) on every transport: many
 //! requests in flight at once land where they should, a buffer is reused after `wait`, a request
 //! dropped before completion completes (its buffer holds the data afterwards), `test` and
-//! `wait_any` hand out each request once, counts are exact, and the misuse MPI names fails with
-//! its class.
+//! `wait_any` hand out each request once, counts are exact, requests awaited as futures
+//! complete (the executor's thread parked until woken), and the misuse MPI names fails with its
+//! class.
 //!
 //! # MPI-4.1: 12.3.5
 
 use crate::util::*;
-use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Request, World};
+use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Request, Window, World};
 
 /// Requests of 8 bytes in flight at once.
 const MANY: usize = 64;
 /// Bytes of the large transfer (above every provider's inject size and the bounce buffer).
 const BIG: usize = 300_000;
+/// Bytes of the large request awaited as a future: long enough over the fabric (milliseconds
+/// over tcp) that the future stops polling and its task is woken by the progress thread.
+const AWAITED: usize = 8 << 20;
+
+/// An rput of each of `words` to its own 8 bytes of `target`'s window, from displacement 0 on,
+/// and one of `block` right after them.
+fn rputs<'s>(
+    win: &'s Window<'_>,
+    words: &'s [u64],
+    block: &'s [u8],
+    target: usize,
+) -> Result<Vec<Request<'s>>, String> {
+    let mut puts = Vec::with_capacity(words.len() + 1);
+    for (i, w) in words.iter().enumerate() {
+        puts.push(
+            win.rput(std::slice::from_ref(w), target, 8 * i)
+                .ctx("rput")?,
+        );
+    }
+    puts.push(win.rput(block, target, 8 * words.len()).ctx("rput large")?);
+    Ok(puts)
+}
 
 /// Every rank writes MANY tagged words into its right neighbour's window with rput (each
 /// request waited for only at the end, with wait_all), and one large block; after a flush and a
@@ -29,15 +52,7 @@ pub fn overlap(world: &World, flavor: Flavor) -> Res {
         win.lock_all(Assert::NONE).ctx("lock_all")?;
         let words: Vec<u64> = (0..MANY).map(|i| tag(me, right, i)).collect();
         let block: Vec<u8> = (0..BIG).map(|i| byte(me, i)).collect();
-        let mut puts = Vec::with_capacity(MANY + 1);
-        for (i, w) in words.iter().enumerate() {
-            puts.push(
-                win.rput(std::slice::from_ref(w), right, 8 * i)
-                    .ctx("rput")?,
-            );
-        }
-        puts.push(win.rput(&block, right, big_at).ctx("rput large")?);
-        Request::wait_all(puts).ctx("wait_all")?;
+        Request::wait_all(rputs(win, &words, &block, right)?).ctx("wait_all")?;
         // A buffer reused after its request completed: the second value is the one that lands.
         let mut reused = [0u64];
         reused[0] = 1;
@@ -81,6 +96,58 @@ pub fn overlap(world: &World, flavor: Flavor) -> Res {
         ensure!(
             large.iter().enumerate().all(|(i, &b)| b == byte(writer, i)),
             "a dropped rget completed: its buffer holds the block"
+        );
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+        Ok(())
+    })
+}
+
+/// Requests as futures, on `futures`' executor, which parks the thread until the task is woken
+/// (over the fabric by the endpoint's progress thread): every rank writes MANY tagged words to
+/// its right neighbour with rputs joined in one future, then after a flush and a barrier reads
+/// back what its left neighbour received with MANY rgets joined, and one large rget awaited on
+/// its own (8 MiB: over the fabric it outlasts the task's own polls, and the progress thread
+/// wakes the task) and polled again once complete. Values and outcomes are checked.
+pub fn awaited(world: &World, flavor: Flavor) -> Res {
+    use futures::executor::block_on;
+    use futures::future::join_all;
+    let (me, n) = (world.rank(), world.size());
+    let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+    let writer = (left + n - 1) % n;
+    let big_at = 8 * MANY;
+    let byte = |writer: usize, i: usize| (writer * 17 + i % 241) as u8;
+    with_window(world, flavor, big_at + AWAITED, 1, &Info::new(), |win| {
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        let words: Vec<u64> = (0..MANY).map(|i| tag(me, right, i)).collect();
+        let block: Vec<u8> = (0..AWAITED).map(|i| byte(me, i)).collect();
+        let puts = rputs(win, &words, &block, right)?;
+        for (i, done) in block_on(join_all(puts)).into_iter().enumerate() {
+            done.ctx(&format!("awaited rput {i}"))?;
+        }
+        win.flush_all().ctx("flush_all")?;
+        world.barrier().ctx("barrier")?;
+
+        let mut got = vec![0u64; MANY];
+        let mut reqs = Vec::with_capacity(MANY);
+        for (i, slot) in got.chunks_mut(1).enumerate() {
+            reqs.push(win.rget(slot, left, 8 * i).ctx("rget")?);
+        }
+        for (i, done) in block_on(join_all(reqs)).into_iter().enumerate() {
+            done.ctx(&format!("awaited rget {i}"))?;
+        }
+        let want: Vec<u64> = (0..MANY).map(|i| tag(writer, left, i)).collect();
+        ensure_eq!(got, want, "words read back with awaited rgets");
+
+        let mut large = vec![0u8; AWAITED];
+        let mut req = win.rget(&mut large, left, big_at).ctx("rget large")?;
+        block_on(&mut req).ctx("awaited large rget")?;
+        ensure!(req.is_complete(), "an awaited request is complete");
+        block_on(&mut req).ctx("a complete request awaited again")?;
+        drop(req);
+        ensure!(
+            large.iter().enumerate().all(|(i, &b)| b == byte(writer, i)),
+            "the block read by an awaited rget"
         );
         win.unlock_all().ctx("unlock_all")?;
         world.barrier().ctx("barrier")?;

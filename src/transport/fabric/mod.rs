@@ -43,9 +43,14 @@ pub(crate) use resources::release;
 use resources::{Resources, resources};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::task::Waker;
 
 /// Calls of `progress` between two looks at whether a peer is stopped (a look reads the clock).
 const STOPPED_EVERY: u32 = 64;
+/// Of the polls of requests awaited as futures that find them in flight, taking turns, one in
+/// this many progresses the endpoint (the others look at their operations only): a future
+/// joining 64 `rget`s polls them all each round.
+const PROGRESS_EVERY: u32 = 8;
 
 /// A remote region as operations address it.
 #[derive(Debug, Clone, Copy)]
@@ -128,6 +133,9 @@ pub struct FabricTransport<'a> {
     peers: Peers,
     /// Calls of `progress` so far, and whether a peer was stopped when it last looked.
     progress_calls: Cell<u32>,
+    /// The request a future polled last (its ticket's address), and how many such polls there
+    /// were (`Transport::watch`).
+    future_polls: Cell<(usize, u32)>,
     stopped: Cell<bool>,
     /// This rank in the world, as the targets of its calls know it (`served.rs`).
     world_rank: u32,
@@ -290,6 +298,7 @@ impl<'a> Opened<'a> for OpenedFabric<'a> {
             targets,
             peers,
             progress_calls: Cell::new(0),
+            future_polls: Cell::new((0, 0)),
             stopped: Cell::new(false),
             world_rank: world[me],
             world,
@@ -667,6 +676,37 @@ impl Transport for FabricTransport<'_> {
                 self.res.ep.test(t, &live) || live() == fi::Waiting::GiveUp
             }
         })
+    }
+
+    /// Once `to_sleep`, progress is the endpoint's progress thread's, which wakes `waker` when
+    /// operations settle: the owner's thread may sleep in its executor meanwhile.
+    fn watch(&self, pending: &Pending, waker: &Waker, to_sleep: bool) -> Result<bool> {
+        let (target, t) = match pending {
+            Pending::Done => return Ok(true),
+            Pending::Started(target, t) => (*target, t),
+        };
+        let t = t
+            .downcast_ref::<fi::Ticket>()
+            .ok_or_else(|| foreign("the fabric"))?;
+        let live = || self.alive(target);
+        let ep = &self.res.ep;
+        if to_sleep {
+            return Ok(ep.watch(t, waker, &live) || live() == fi::Waiting::GiveUp);
+        }
+        // Each progress is a call into the provider (over tcp a poll(2) of its sockets): a
+        // request polled again and again progresses every time; of the polls of requests a
+        // future joins, every PROGRESS_EVERY-th progresses, the others look.
+        let (last, polls) = self.future_polls.get();
+        let this = std::ptr::from_ref(t) as usize;
+        self.future_polls.set((this, polls.wrapping_add(1)));
+        let done = match last == this || polls.is_multiple_of(PROGRESS_EVERY) {
+            true => ep.test(t, &live),
+            false => ep.looked_settled(t, &live),
+        };
+        if !done {
+            waker.wake_by_ref();
+        }
+        Ok(done || live() == fi::Waiting::GiveUp)
     }
 
     fn finish(&self, pending: Pending, out: Option<&mut [u8]>) -> Result<()> {
