@@ -1,8 +1,9 @@
 //! Late arrivals: how long after a late rank's signal a waiting rank sees it. Rank 1 computes
-//! for `LATE_US` microseconds (3000 unless told) before it enters a fence, or before it
-//! completes a PSCW access epoch to rank 0; rank 0, already waiting in its fence or its
-//! `Window::wait`, prints the median, 90th percentile and largest time it waited beyond that,
-//! over `ROUNDS` rounds (40 unless told). A waiter that spins sees the signal at once; one that
+//! for `LATE_US` microseconds (3000 unless told) before it enters a fence, before it completes
+//! a PSCW access epoch to rank 0, or before it releases the exclusive lock of rank 0's window
+//! that it holds; rank 0, already waiting in its fence, its `Window::wait` or its `lock`, prints
+//! the median, 90th percentile and largest time it waited beyond that, over `ROUNDS` rounds (40
+//! unless told). A waiter that spins sees the signal at once; one that
 //! sleeps sees it as soon as it is woken, or at the end of its nap where nothing wakes it.
 //!
 //! ```sh
@@ -10,7 +11,7 @@
 //! rxe/run.sh 'ONESIDED_TRANSPORT=verbs target/release/onesided run -n 2 -- target/release/examples/late_arrival'
 //! ```
 
-use onesided::{Assert, Info, Result, Window, World};
+use onesided::{Assert, Info, LockType, Result, Window, World};
 use std::time::{Duration, Instant};
 
 /// A whole number from the environment variable `name`, or `default`.
@@ -39,7 +40,7 @@ fn main() -> Result<()> {
     let rounds = setting("ROUNDS", 40).max(1) as usize;
     let win = Window::allocate(&world, 4096, 8, &Info::new())?;
     let (zero, one) = (world.group().incl(&[0])?, world.group().incl(&[1])?);
-    for mode in ["fence", "pscw"] {
+    for mode in ["fence", "pscw", "lock"] {
         let mut beyond = Vec::with_capacity(rounds);
         for _ in 0..rounds {
             win.fence(Assert::NONE)?;
@@ -48,6 +49,12 @@ fn main() -> Result<()> {
                 (1, "fence") => {
                     compute(late);
                     win.fence(Assert::NONE)?;
+                }
+                (1, "lock") => {
+                    win.lock(LockType::Exclusive, 0, Assert::NONE)?;
+                    world.barrier()?;
+                    compute(late);
+                    win.unlock(0)?;
                 }
                 (1, _) => {
                     win.start(&zero, Assert::NONE)?;
@@ -60,6 +67,14 @@ fn main() -> Result<()> {
                     win.fence(Assert::NONE)?;
                     beyond.push(t.elapsed().saturating_sub(late));
                 }
+                (0, "lock") => {
+                    world.barrier()?;
+                    let t = Instant::now();
+                    win.lock(LockType::Exclusive, 0, Assert::NONE)?;
+                    beyond.push(t.elapsed().saturating_sub(late));
+                    win.unlock(0)?;
+                }
+                (_, "lock") => world.barrier()?,
                 (0, _) => {
                     win.post(&one, Assert::NONE)?;
                     let t = Instant::now();

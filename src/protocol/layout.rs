@@ -20,6 +20,11 @@ const LINE: usize = 64;
 
 /// The lock word ([`crate::protocol::lockword`]).
 pub const LOCK: usize = 0;
+/// Count of processes asleep until the lock word is released (32-bit), on the lock word's line,
+/// so that a release that finds nobody asleep reads no other line.
+pub const LOCK_SLEEPERS: usize = LOCK + 8;
+/// The lock's doorbell, a 32-bit futex word bumped by a release that finds sleepers.
+pub const LOCK_BELL: usize = LOCK + 12;
 /// Count of processes asleep on this block's doorbell (32-bit).
 pub const SLEEPERS: usize = LINE;
 /// The doorbell, a 32-bit futex word bumped to wake sleepers.
@@ -310,7 +315,15 @@ mod tests {
         assert!(rings_doorbell(COMPLETES));
         assert!(rings_doorbell(posted_slot(0)) && rings_doorbell(posted_slot(7)));
         assert!(rings_doorbell(notify_slot(0)) && rings_doorbell(notify_slot(NOTIFY_IDS - 1)));
-        for quiet in [LOCK, SLEEPERS, DOORBELL, BARRIER_DONE, ACC_LOCK] {
+        for quiet in [
+            LOCK,
+            LOCK_SLEEPERS,
+            LOCK_BELL,
+            SLEEPERS,
+            DOORBELL,
+            BARRIER_DONE,
+            ACC_LOCK,
+        ] {
             assert!(!rings_doorbell(quiet), "offset {quiet}");
         }
     }

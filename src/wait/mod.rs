@@ -137,13 +137,88 @@ pub(crate) fn until(
 /// Wake whoever sleeps on the doorbell of `ctrl` (a control block, or a page laid out like one
 /// at [`layout::SLEEPERS`] and [`layout::DOORBELL`]) in [`until`]; only a load when nobody does.
 pub(crate) fn ring(ctrl: &Mem<'_>) -> Result<()> {
-    let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(Error::from)?;
+    ring_at(ctrl, layout::SLEEPERS, layout::DOORBELL)
+}
+
+/// Wake whoever sleeps until the lock word of the control block `ctrl` is released
+/// ([`retry_rung`]); only a load, on the lock word's own line, when nobody does.
+#[inline(always)]
+pub(crate) fn ring_lock(ctrl: &Mem<'_>) -> Result<()> {
+    ring_at(ctrl, layout::LOCK_SLEEPERS, layout::LOCK_BELL)
+}
+
+/// Wake whoever sleeps on the doorbell at `bell` of `ctrl`, counted at `sleepers`.
+#[inline(always)]
+fn ring_at(ctrl: &Mem<'_>, sleepers: usize, bell: usize) -> Result<()> {
+    let sleepers = ctrl.atomic_u32(sleepers).map_err(Error::from)?;
     if sleepers.load(Ordering::SeqCst) > 0 {
-        let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(Error::from)?;
-        bell.fetch_add(1, Ordering::SeqCst);
-        futex::wake_all(bell);
+        wake_at(ctrl, bell)?;
     }
     Ok(())
+}
+
+#[cold]
+fn wake_at(ctrl: &Mem<'_>, bell: usize) -> Result<()> {
+    let bell = ctrl.atomic_u32(bell).map_err(Error::from)?;
+    bell.fetch_add(1, Ordering::SeqCst);
+    futex::wake_all(bell);
+    Ok(())
+}
+
+/// Try `attempt`, spinning and yielding between tries while `backoff` lasts: `Some` once a try
+/// succeeds, `None` when the backoff is used up after a failed try (the waiter sleeps next).
+fn tries<T>(backoff: &Pause, attempt: &mut impl FnMut() -> Result<Option<T>>) -> Result<Option<T>> {
+    loop {
+        if let Some(v) = attempt()? {
+            return Ok(Some(v));
+        }
+        if backoff.is_completed() {
+            return Ok(None);
+        }
+        backoff.snooze();
+    }
+}
+
+/// [`retry`] for a lock word this rank reaches by CPU atomics, in the mapped control block
+/// `ctrl` of its target: after spinning (and yielding on a crowded node) the waiter sleeps on
+/// the lock's doorbell, which a release that finds sleepers rings ([`ring_lock`]), so it tries
+/// again as soon as the word is released rather than after a nap. It sleeps at most [`NAP`]
+/// at a time, calling `watch` after each sleep that was not ended by a ring.
+pub(crate) fn retry_rung<T>(
+    ctrl: &Mem<'_>,
+    watch: &dyn Fn() -> Result<()>,
+    mut attempt: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let range = |_| {
+        Error::new(
+            ErrorClass::Intern,
+            "lock doorbell outside the control block",
+        )
+    };
+    let sleepers = ctrl.atomic_u32(layout::LOCK_SLEEPERS).map_err(range)?;
+    let bell = ctrl.atomic_u32(layout::LOCK_BELL).map_err(range)?;
+    let backoff = Pause::new();
+    loop {
+        if let Some(v) = tries(&backoff, &mut attempt)? {
+            return Ok(v);
+        }
+        // Counted before the last try: a release after that try finds this sleeper and rings,
+        // whether before the sleep (the bell has moved, and the sleep returns at once) or
+        // during it.
+        sleepers.fetch_add(1, Ordering::SeqCst);
+        let ring = bell.load(Ordering::SeqCst);
+        let tried = attempt();
+        if matches!(tried, Ok(None)) {
+            futex::wait(bell, ring, NAP);
+        }
+        sleepers.fetch_sub(1, Ordering::SeqCst);
+        if let Some(v) = tried? {
+            return Ok(v);
+        }
+        if bell.load(Ordering::SeqCst) == ring {
+            watch()?;
+        }
+    }
 }
 
 /// The pace of a waiter that serves the target side of a transport needing target progress,
@@ -196,12 +271,8 @@ pub(crate) fn retry<T>(
     let mut checked = None;
     let mut serving = None;
     loop {
-        if let Some(v) = attempt()? {
+        if let Some(v) = tries(&backoff, &mut attempt)? {
             return Ok(v);
-        }
-        if !backoff.is_completed() {
-            backoff.snooze();
-            continue;
         }
         if progress.pace() == Pace::Serve {
             let serving = serving.get_or_insert_with(Serving::new);

@@ -10,6 +10,7 @@
 //! Everything else (other transports, memory of another process, attached memory, accumulates
 //! of several elements or on memory lent to MPI_Win_create) goes through the window's routes.
 
+use crate::protocol::layout;
 use crate::transport::Space;
 use crate::transport::shm::cpu_aligned;
 use onesided_shm::Mem;
@@ -68,6 +69,20 @@ impl<'a> Direct<'a> {
     #[inline]
     pub(super) fn data(&self, target: usize) -> Option<&Mem<'a>> {
         self.data.get(target).and_then(Option::as_ref)
+    }
+
+    /// `target`'s control block, where the window's atomics reach its words as CPU atomics.
+    #[inline]
+    pub(super) fn block(&self, target: usize) -> Option<&Mem<'static>> {
+        self.words.get(target)?.as_ref()
+    }
+
+    /// `target`'s lock word and its control block, where the window's atomics reach them as
+    /// CPU atomics (one lookup for a release, which rings the block's lock doorbell too).
+    #[inline]
+    pub(super) fn lock(&self, target: usize) -> Option<(&AtomicU64, &Mem<'static>)> {
+        let block = self.block(target)?;
+        Some((block.atomic_u64(layout::LOCK).ok()?, block))
     }
 
     /// The 8-byte control word at `offset` of `target`'s control block, where the window's

@@ -160,15 +160,18 @@ impl Window<'_> {
     #[inline(never)]
     fn acquire_contended(&self, mut taking: Taking, target: usize) -> Result<()> {
         let word = |op| self.lock_word(target, op);
-        let held = wait::retry(self.atomic_route(), &|| self.watch_all(), || {
-            loop {
-                match taking.advance(word(taking.amo())?) {
-                    Next::Held => return Ok(Some(())),
-                    Next::Now => continue,
-                    Next::Later => return Ok(None),
-                }
+        let attempt = || loop {
+            match taking.advance(word(taking.amo())?) {
+                Next::Held => return Ok(Some(())),
+                Next::Now => continue,
+                Next::Later => return Ok(None),
             }
-        });
+        };
+        let watch = || self.watch_all();
+        let held = match self.direct.block(target) {
+            Some(ctrl) => wait::retry_rung(ctrl, &watch, attempt),
+            None => wait::retry(self.atomic_route(), &watch, attempt),
+        };
         if let (Err(_), Some(undo)) = (&held, taking.abandon()) {
             let _ = word(undo);
         }
@@ -188,7 +191,23 @@ impl Window<'_> {
     #[inline]
     fn release_lock(&self, mode: Mode, target: usize) -> Result<()> {
         self.settle_before_signal(target)?;
-        self.lock_word(target, mode.release()).map(drop)
+        self.release_word(mode, target)
+    }
+
+    /// Give back `target`'s lock word held in `mode`, waking the ranks asleep until it is
+    /// released where it is a CPU atomic ([`wait::retry_rung`]).
+    #[inline(always)]
+    fn release_word(&self, mode: Mode, target: usize) -> Result<()> {
+        match self.direct.lock(target) {
+            Some((word, ctrl)) => {
+                mode.release().on(word);
+                wait::ring_lock(ctrl)
+            }
+            None => self
+                .atomic_route()
+                .amo(target, Space::Control, layout::LOCK, mode.release())
+                .map(drop),
+        }
     }
 
     /// `op` on `target`'s lock word: a CPU atomic where the window reaches it so, through the
@@ -317,7 +336,7 @@ impl Window<'_> {
             // and changes none.)
             let epochs = self.epochs.borrow();
             let mut released = epochs.released();
-            released.try_for_each(|(t, mode)| self.lock_word(t, mode.release()).map(drop))
+            released.try_for_each(|(t, mode)| self.release_word(mode, t))
         })
     }
 
