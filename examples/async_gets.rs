@@ -13,7 +13,7 @@ mod outcome;
 
 use futures::executor::block_on;
 use futures::future::join_all;
-use onesided::{Assert, Info, TypedWindow, World};
+use onesided::{Assert, Info, ThreadLevel, TypedWindow, World};
 use outcome::Res;
 use std::process::ExitCode;
 
@@ -27,7 +27,11 @@ fn value(r: usize, i: usize) -> u64 {
 }
 
 fn run() -> Res {
-    let world = World::init()?;
+    // The executor runs on the thread that initialized the world: MPI_THREAD_FUNNELED.
+    let (world, provided) = World::init_thread(ThreadLevel::Funneled)?;
+    if provided != ThreadLevel::Funneled || world.query_thread() != provided {
+        return Err(format!("asked for Funneled, provided {provided:?}").into());
+    }
     let (me, n) = (world.rank(), world.size());
     let right = (me + 1) % n;
     let win = TypedWindow::<u64>::allocate(&world, COUNT, &Info::new())?;

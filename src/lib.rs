@@ -80,4 +80,4 @@ pub use protocol::lockword::LockType;
 pub use window::{
     Address, AtomicElem, Flavor, Layout, Model, Op, Request, SharedRegion, TypedWindow, Window,
 };
-pub use world::{Comm, World};
+pub use world::{Comm, ThreadLevel, World};

@@ -26,6 +26,23 @@
 //! });
 //! ```
 //!
+//! ```compile_fail
+//! let world = onesided::World::init().unwrap();
+//! let win = onesided::Window::allocate(&world, 8, 8, &onesided::Info::new()).unwrap();
+//! win.lock_all(onesided::Assert::NONE).unwrap();
+//! let mut word = [0u64];
+//! let request = win.rget(&mut word, 0, 0).unwrap();
+//! std::thread::scope(|s| {
+//!     s.spawn(move || request.wait());
+//! });
+//! ```
+//!
+//! A [`Request`](crate::Request) borrows its window, and is neither `Send` nor `Sync` either,
+//! so its future runs on a single-threaded executor.
+//! [`World::init_thread`] answers a program that asks for a level of thread support as
+//! MPI_Init_thread does: with `MPI_THREAD_FUNNELED` when it asks for more
+//! ([`ThreadLevel`]).
+//!
 //! Errors ([`Error`]) are `Send + Sync`, so a worker thread can report one.
 //! The library's own threads (progress, collective network, bootstrap) never touch a window.
 //!
@@ -113,6 +130,38 @@ impl Drop for Job {
 #[derive(Debug, Clone)]
 pub struct World {
     comm: Comm,
+    /// The thread support provided ([`World::query_thread`]).
+    threads: ThreadLevel,
+}
+
+/// MPI's levels of thread support, from the weakest (MPI_THREAD_SINGLE) to the strongest
+/// (MPI_THREAD_MULTIPLE).
+///
+/// onesided provides [`ThreadLevel::Single`] and [`ThreadLevel::Funneled`]: the thread that
+/// initialized the world makes every onesided call, as the types enforce (see the module's
+/// docs). Asked for [`ThreadLevel::Serialized`] or [`ThreadLevel::Multiple`],
+/// [`World::init_thread`] provides [`ThreadLevel::Funneled`], the highest level it supports, as
+/// MPI_Init_thread does.
+///
+/// # MPI-4.1: 11.6 (MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ThreadLevel {
+    /// One thread runs in the process.
+    Single,
+    /// The process may have threads; only the one that initialized the world calls onesided.
+    Funneled,
+    /// Any thread may call onesided, one at a time.
+    Serialized,
+    /// Any thread may call onesided at any time.
+    Multiple,
+}
+
+impl ThreadLevel {
+    /// The level provided for `required`: `required` where onesided provides it, else the
+    /// highest level it provides.
+    fn provided_for(required: ThreadLevel) -> ThreadLevel {
+        required.min(ThreadLevel::Funneled)
+    }
 }
 
 /// This process's node identity: ranks with the same one share memory. The host, its boot, and
@@ -151,6 +200,31 @@ impl World {
         World::init_with(Config::from_env()?)
     }
 
+    /// Like [`World::init`], asking for the thread support `required`; returns the world and
+    /// the level provided: `required` where onesided provides it ([`ThreadLevel::Single`],
+    /// [`ThreadLevel::Funneled`]), else [`ThreadLevel::Funneled`], the highest it provides.
+    ///
+    /// # MPI-4.1: 11.6 (MPI_INIT_THREAD)
+    pub fn init_thread(required: ThreadLevel) -> Result<(World, ThreadLevel)> {
+        let provided = ThreadLevel::provided_for(required);
+        let world = World::init()?;
+        Ok((
+            World {
+                threads: provided,
+                ..world
+            },
+            provided,
+        ))
+    }
+
+    /// The thread support of this world: what [`World::init_thread`] provided, and
+    /// [`ThreadLevel::Funneled`] for a world from [`World::init`] or [`World::init_with`].
+    ///
+    /// # MPI-4.1: 11.6 (MPI_QUERY_THREAD)
+    pub fn query_thread(&self) -> ThreadLevel {
+        self.threads
+    }
+
     /// Like [`World::init`], with `config` instead of the environment's. Every rank must pass
     /// the same transport and fabric settings, else every rank fails naming the differences.
     pub fn init_with(config: Config) -> Result<World> {
@@ -184,6 +258,7 @@ impl World {
                 };
                 return Ok(World {
                     comm: Comm::new(Arc::new(job), 0, vec![0], 0),
+                    threads: ThreadLevel::Funneled,
                 });
             };
             let (rank, size, job_id) = (pm.rank(), pm.size(), pm.job_id());
@@ -262,7 +337,10 @@ impl World {
             let comm = Comm::new(Arc::new(job), 0, members, rank);
             comm.inner.seq.set(1);
             comm.world_barrier(offer, &pages)?;
-            Ok(World { comm })
+            Ok(World {
+                comm,
+                threads: ThreadLevel::Funneled,
+            })
         })
     }
 
@@ -664,5 +742,28 @@ impl Comm {
             let id = mix(mix(self.inner.id, seq), members[0] as u64 + 1);
             Ok(Comm::new(self.inner.job.clone(), id, members, rank))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ThreadLevel;
+
+    #[test]
+    fn the_level_provided_is_the_one_required_up_to_funneled() {
+        use ThreadLevel::*;
+        for (required, provided) in [
+            (Single, Single),
+            (Funneled, Funneled),
+            (Serialized, Funneled),
+            (Multiple, Funneled),
+        ] {
+            assert_eq!(
+                ThreadLevel::provided_for(required),
+                provided,
+                "{required:?}"
+            );
+        }
+        assert!(Single < Funneled && Funneled < Serialized && Serialized < Multiple);
     }
 }

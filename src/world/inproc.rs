@@ -151,7 +151,10 @@ fn world(id: &str, nodes: &[String], exchange: &Arc<Exchange>, rank: usize) -> W
     let comm = Comm::new(Arc::new(job), 0, (0..n).collect(), rank);
     // As in a launched world, whose call 0 compared the ranks' settings.
     comm.inner.seq.set(1);
-    World { comm }
+    World {
+        comm,
+        threads: crate::world::ThreadLevel::Funneled,
+    }
 }
 
 /// Run `body` on ranks placed on `nodes` (rank `r` on node `nodes[r]`), each on a thread of its

@@ -4,7 +4,7 @@
 //! # MPI-4.1: 6.3, 6.4 (collectives), 7.4.2 (MPI_COMM_SPLIT_TYPE), 12.2.3 (RMA_SHARED)
 
 use crate::util::*;
-use onesided::{Assert, ErrorClass, Flavor, Info, Window, World};
+use onesided::{Assert, ErrorClass, Flavor, Info, ThreadLevel, Window, World};
 
 /// Rounds of [`barrier_separates`].
 const ROUNDS: u64 = 40;
@@ -45,6 +45,11 @@ pub const SIM_NODES: usize = 2;
 
 pub fn collectives(world: &World, _: Flavor) -> Res {
     let (me, n) = (world.rank(), world.size());
+    ensure_eq!(
+        world.query_thread(),
+        ThreadLevel::Funneled,
+        "thread support of World::init"
+    );
     ensure_eq!(
         world.group().world_ranks().to_vec(),
         (0..n).collect::<Vec<_>>(),
