@@ -170,33 +170,30 @@ impl Core {
     /// 0.11-0.14 ms with the yields).
     fn hot(&self) {
         let began = self.stamps.now();
-        let since = Instant::now();
-        let crowded = self.crowded.load(Ordering::Relaxed);
-        while since.elapsed() < HOT && self.active.load(Ordering::Relaxed) < began {
-            self.poll_all();
-            match crowded {
-                true => std::thread::yield_now(),
-                false => std::hint::spin_loop(),
-            }
-        }
+        self.poll_back_to_back(HOT, || self.active.load(Ordering::Relaxed) < began);
     }
 
     /// Futures wait for this endpoint's operations, their owner parked in its executor: poll
-    /// back to back (yielding the core after every poll on a crowded node) until a settle wakes
-    /// them, and wake them anyway after [`HEARTBEAT`], so that they look at their peers'
-    /// liveness again.
+    /// back to back until a settle wakes them, and wake them anyway after [`HEARTBEAT`], so that
+    /// they look at their peers' liveness again.
     fn serve_watched(&self) {
+        self.poll_back_to_back(HEARTBEAT, || self.watchers.any());
+        if self.watchers.any() {
+            self.watchers.wake_all();
+        }
+    }
+
+    /// Poll both ports back to back for at most `limit` while `go_on` holds, yielding the core
+    /// after every poll on a crowded node.
+    fn poll_back_to_back(&self, limit: Duration, go_on: impl Fn() -> bool) {
         let since = Instant::now();
         let crowded = self.crowded.load(Ordering::Relaxed);
-        while self.watchers.any() && since.elapsed() < HEARTBEAT {
+        while since.elapsed() < limit && go_on() {
             self.poll_all();
             match crowded {
                 true => std::thread::yield_now(),
                 false => std::hint::spin_loop(),
             }
-        }
-        if self.watchers.any() {
-            self.watchers.wake_all();
         }
     }
 

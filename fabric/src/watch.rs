@@ -6,7 +6,7 @@
 //! all at least every [`HEARTBEAT`] even if nothing settles, so that a future whose peer died
 //! looks at the peer's liveness again.
 
-use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::task::Waker;
 use std::time::Duration;
@@ -38,12 +38,12 @@ impl Watchers {
         self.any.load(Ordering::Relaxed)
     }
 
-    /// Completions were just settled (the bookkeeping's lock given back): wake every waiting
-    /// future. The fence orders the settle before the look at `any`, as the watcher's store of
-    /// `any` comes before its own look at its operations: one of the two sees the other, so no
-    /// wake is lost.
+    /// Completions were just settled under the bookkeeping's lock, given back since: wake every
+    /// waiting future. No wake is lost without a fence: a watcher sets `any` before it takes
+    /// that lock to look at its operations, so either its look comes after the settle and sees
+    /// it, or its setting of `any` comes before the settle's taking of the lock, and so before
+    /// this load.
     pub(crate) fn settled(&self) {
-        fence(Ordering::SeqCst);
         if self.any.load(Ordering::Relaxed) {
             self.wake_all();
         }

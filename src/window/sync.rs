@@ -203,10 +203,7 @@ impl Window<'_> {
                 mode.release().on(word);
                 wait::ring_lock(ctrl)
             }
-            None => self
-                .atomic_route()
-                .amo(target, Space::Control, layout::LOCK, mode.release())
-                .map(drop),
+            None => self.lock_word(target, mode.release()).map(drop),
         }
     }
 

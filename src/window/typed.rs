@@ -84,13 +84,7 @@ impl<T: Pod> TypedWindow<'static, T> {
     ///
     /// # MPI-4.1: 12.2.2 (MPI_WIN_ALLOCATE)
     pub fn allocate(comm: &Comm, count: usize, info: &Info) -> Result<TypedWindow<'static, T>> {
-        let bytes = in_call(Some(comm.rank()), "MPI_Win_allocate", || {
-            bytes_of::<T>(count)
-        })?;
-        TypedWindow::checked(
-            Window::allocate(comm, bytes, size_of::<T>(), info)?,
-            "MPI_Win_allocate",
-        )
+        TypedWindow::allocated(comm, count, info, Window::allocate, "MPI_Win_allocate")
     }
 
     /// Like [`TypedWindow::allocate`], with memory every rank of the node can load and store,
@@ -102,25 +96,37 @@ impl<T: Pod> TypedWindow<'static, T> {
         count: usize,
         info: &Info,
     ) -> Result<TypedWindow<'static, T>> {
-        let bytes = in_call(Some(comm.rank()), "MPI_Win_allocate_shared", || {
-            bytes_of::<T>(count)
-        })?;
-        TypedWindow::checked(
-            Window::allocate_shared(comm, bytes, size_of::<T>(), info)?,
-            "MPI_Win_allocate_shared",
-        )
+        let call = "MPI_Win_allocate_shared";
+        TypedWindow::allocated(comm, count, info, Window::allocate_shared, call)
+    }
+
+    /// `count` elements allocated by `allocate` (a window constructor, `call` in errors), typed.
+    fn allocated(
+        comm: &Comm,
+        count: usize,
+        info: &Info,
+        allocate: fn(&Comm, usize, usize, &Info) -> Result<Window<'static>>,
+        call: &'static str,
+    ) -> Result<TypedWindow<'static, T>> {
+        let bytes = in_call(Some(comm.rank()), call, || bytes_of::<T>(count))?;
+        TypedWindow::checked(allocate(comm, bytes, size_of::<T>(), info)?, call)
     }
 }
 
 impl<'a, T: Pod> TypedWindow<'a, T> {
+    /// `win`, typed (its units unchecked).
+    fn wrap(win: Window<'a>) -> TypedWindow<'a, T> {
+        TypedWindow {
+            win,
+            _elem: PhantomData,
+        }
+    }
+
     /// The window `win`, typed, if every rank's unit is `T`'s size; else `win` is freed
     /// (collectively: every rank finds the same) and MPI_ERR_DISP returned from `call`.
     fn checked(win: Window<'a>, call: &'static str) -> Result<TypedWindow<'a, T>> {
         match check_units::<T>(&win) {
-            Ok(()) => Ok(TypedWindow {
-                win,
-                _elem: PhantomData,
-            }),
+            Ok(()) => Ok(TypedWindow::wrap(win)),
             Err(e) => {
                 let rank = win.rank();
                 let _ = win.free();
@@ -140,12 +146,8 @@ impl<'a, T: Pod> TypedWindow<'a, T> {
         body: impl FnOnce(&TypedWindow<'a, T>) -> R,
     ) -> Result<R> {
         in_call(Some(comm.rank()), "MPI_Win_create", || {
-            let wrap = |win| TypedWindow {
-                win,
-                _elem: PhantomData,
-            };
             let run = |w: &TypedWindow<'a, T>| check_units::<T>(&w.win).map(|()| body(w));
-            create_lent(comm, memory, size_of::<T>(), info, wrap, run)?
+            create_lent(comm, memory, size_of::<T>(), info, TypedWindow::wrap, run)?
         })
     }
 

@@ -52,6 +52,17 @@ const STOPPED_EVERY: u32 = 64;
 /// joining 64 `rget`s polls them all each round.
 const PROGRESS_EVERY: u32 = 8;
 
+/// The target and fabric ticket of a request in flight; `None` for one complete already.
+fn ticket(pending: &Pending) -> Result<Option<(usize, &fi::Ticket)>> {
+    match pending {
+        Pending::Done => Ok(None),
+        Pending::Started(target, t) => match t.downcast_ref::<fi::Ticket>() {
+            Some(t) => Ok(Some((*target, t))),
+            None => Err(foreign("the fabric")),
+        },
+    }
+}
+
 /// A remote region as operations address it.
 #[derive(Debug, Clone, Copy)]
 struct Span {
@@ -666,28 +677,19 @@ impl Transport for FabricTransport<'_> {
     /// Complete, or never to complete because the target is gone (`finish` then reports the
     /// failure instead of a caller polling forever).
     fn test(&self, pending: &Pending) -> Result<bool> {
-        Ok(match pending {
-            Pending::Done => true,
-            Pending::Started(target, t) => {
-                let t = t
-                    .downcast_ref::<fi::Ticket>()
-                    .ok_or_else(|| foreign("the fabric"))?;
-                let live = || self.alive(*target);
-                self.res.ep.test(t, &live) || live() == fi::Waiting::GiveUp
-            }
-        })
+        let Some((target, t)) = ticket(pending)? else {
+            return Ok(true);
+        };
+        let live = || self.alive(target);
+        Ok(self.res.ep.test(t, &live) || live() == fi::Waiting::GiveUp)
     }
 
     /// Once `to_sleep`, progress is the endpoint's progress thread's, which wakes `waker` when
     /// operations settle: the owner's thread may sleep in its executor meanwhile.
     fn watch(&self, pending: &Pending, waker: &Waker, to_sleep: bool) -> Result<bool> {
-        let (target, t) = match pending {
-            Pending::Done => return Ok(true),
-            Pending::Started(target, t) => (*target, t),
+        let Some((target, t)) = ticket(pending)? else {
+            return Ok(true);
         };
-        let t = t
-            .downcast_ref::<fi::Ticket>()
-            .ok_or_else(|| foreign("the fabric"))?;
         let live = || self.alive(target);
         let ep = &self.res.ep;
         if to_sleep {
