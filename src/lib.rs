@@ -79,5 +79,6 @@ pub use protocol::attach::MAX_ATTACH;
 pub use protocol::lockword::LockType;
 pub use window::{
     Address, AtomicElem, Flavor, Layout, Model, Op, Request, SharedRegion, TypedWindow, Window,
+    WindowHandle,
 };
 pub use world::{Comm, ThreadLevel, World};

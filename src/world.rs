@@ -7,11 +7,10 @@
 //!
 //! # Threads
 //!
-//! onesided offers MPI's `MPI_THREAD_FUNNELED` level: a process may have any number of threads,
-//! but the one that called [`World::init`] makes every onesided call. The types say so:
-//! [`World`], [`Comm`] and [`Window`](crate::Window) are neither `Send` nor `Sync` (epochs and
-//! completion counters are per-thread state without locks, which keeps a put at the cost of a
-//! store), so the compiler refuses to move them to another thread:
+//! [`World`], [`Comm`] and [`Window`](crate::Window) stay on the thread that made them: they
+//! are neither `Send` nor `Sync` (epochs and completion counters are per-thread state without
+//! locks, which keeps a put at the cost of a store), so the compiler refuses to move them to
+//! another thread:
 //!
 //! ```compile_fail
 //! let world = onesided::World::init().unwrap();
@@ -39,9 +38,13 @@
 //!
 //! A [`Request`](crate::Request) borrows its window, and is neither `Send` nor `Sync` either,
 //! so its future runs on a single-threaded executor.
-//! [`World::init_thread`] answers a program that asks for a level of thread support as
-//! MPI_Init_thread does: with `MPI_THREAD_FUNNELED` when it asks for more
-//! ([`ThreadLevel`]).
+//!
+//! Other threads reach a window through [`Window::share`](crate::Window::share): it runs a body
+//! with a [`WindowHandle`](crate::WindowHandle), which is `Send` and `Sync`, so any number of
+//! threads (`std::thread::scope`, rayon) make RMA calls and flushes on the window at once,
+//! while its own thread serves them. That is `MPI_THREAD_MULTIPLE` for RMA, and what
+//! [`World::init_thread`] provides when asked for it ([`ThreadLevel`]); the world's and the
+//! communicators' calls stay on their thread at every level.
 //!
 //! Errors ([`Error`]) are `Send + Sync`, so a worker thread can report one.
 //! The library's own threads (progress, collective network, bootstrap) never touch a window.
@@ -137,11 +140,12 @@ pub struct World {
 /// MPI's levels of thread support, from the weakest (MPI_THREAD_SINGLE) to the strongest
 /// (MPI_THREAD_MULTIPLE).
 ///
-/// onesided provides [`ThreadLevel::Single`] and [`ThreadLevel::Funneled`]: the thread that
-/// initialized the world makes every onesided call, as the types enforce (see the module's
-/// docs). Asked for [`ThreadLevel::Serialized`] or [`ThreadLevel::Multiple`],
-/// [`World::init_thread`] provides [`ThreadLevel::Funneled`], the highest level it supports, as
-/// MPI_Init_thread does.
+/// onesided provides every level: the thread that made a world, a communicator or a window
+/// makes their calls, as the types enforce (see the module's docs), and under
+/// [`ThreadLevel::Serialized`] and [`ThreadLevel::Multiple`] other threads make RMA calls on a
+/// window, concurrently, through the [`WindowHandle`](crate::WindowHandle) of
+/// [`Window::share`](crate::Window::share). The level a world reports is the one it was asked
+/// for; the handles work at every level, since the window's own thread makes the calls.
 ///
 /// # MPI-4.1: 11.6 (MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -154,14 +158,6 @@ pub enum ThreadLevel {
     Serialized,
     /// Any thread may call onesided at any time.
     Multiple,
-}
-
-impl ThreadLevel {
-    /// The level provided for `required`: `required` where onesided provides it, else the
-    /// highest level it provides.
-    fn provided_for(required: ThreadLevel) -> ThreadLevel {
-        required.min(ThreadLevel::Funneled)
-    }
 }
 
 /// This process's node identity: ranks with the same one share memory. The host, its boot, and
@@ -201,12 +197,12 @@ impl World {
     }
 
     /// Like [`World::init`], asking for the thread support `required`; returns the world and
-    /// the level provided: `required` where onesided provides it ([`ThreadLevel::Single`],
-    /// [`ThreadLevel::Funneled`]), else [`ThreadLevel::Funneled`], the highest it provides.
+    /// the level provided, which is `required`: onesided provides every level (see
+    /// [`ThreadLevel`]).
     ///
     /// # MPI-4.1: 11.6 (MPI_INIT_THREAD)
     pub fn init_thread(required: ThreadLevel) -> Result<(World, ThreadLevel)> {
-        let provided = ThreadLevel::provided_for(required);
+        let provided = required;
         let world = World::init()?;
         Ok((
             World {
@@ -742,28 +738,5 @@ impl Comm {
             let id = mix(mix(self.inner.id, seq), members[0] as u64 + 1);
             Ok(Comm::new(self.inner.job.clone(), id, members, rank))
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ThreadLevel;
-
-    #[test]
-    fn the_level_provided_is_the_one_required_up_to_funneled() {
-        use ThreadLevel::*;
-        for (required, provided) in [
-            (Single, Single),
-            (Funneled, Funneled),
-            (Serialized, Funneled),
-            (Multiple, Funneled),
-        ] {
-            assert_eq!(
-                ThreadLevel::provided_for(required),
-                provided,
-                "{required:?}"
-            );
-        }
-        assert!(Single < Funneled && Funneled < Serialized && Serialized < Multiple);
     }
 }

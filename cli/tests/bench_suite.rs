@@ -666,6 +666,7 @@ fn bench_refusals_say_why() {
     assert!(refused(&["imb", "-s", "lock"]).contains("-s applies to"));
     assert!(refused(&["imb", "No_such_put"]).contains("invalid value 'No_such_put'"));
     assert!(refused(&["fence_latency", "-W", "8"]).contains("and window_scale"));
+    assert!(refused(&["put_latency", "-t", "2"]).contains("-t applies to the rate tests"));
     let exe = env!("CARGO_BIN_EXE_onesided");
     let out = onesided(&[
         "run",
@@ -972,5 +973,55 @@ fn bench_scale_tests_keep_many_windows_and_large_shared_ones() {
         assert!(r[1] > 0.0 && r[2] > 0.0, "{out}");
         // Pages are touched only by use: far less than the window's GiBs.
         assert!(r[3] < 16.0 * 1024.0, "{out}");
+    }
+}
+
+/// The rate tests: rank 0's threads share the window; the header names the threads, the JSON
+/// units carry them (`msg/s t4`), fop_rate's counts are checked by the targets (a wrong count
+/// fails the job), and `-t 0` runs without sharing; over shared memory and (where built) over
+/// libfabric's tcp provider.
+#[test]
+fn bench_rate_tests_share_the_window_with_threads() {
+    let out = bench(&["put_rate", "-t", "2", "-i", "300", "-x", "5"]);
+    let (header, sizes) = osu_table(&out);
+    assert!(header.contains(&"# Threads: 2"), "{out}");
+    assert!(header.contains(&"# Ranks: 2"), "{out}");
+    assert_eq!(sizes, [8], "{out}");
+    let out = bench(&["get_rate", "-t", "0", "-i", "300"]);
+    assert!(osu_table(&out).0.contains(&"# Threads: 0"), "{out}");
+    let mut transports = vec!["auto"];
+    if onesided_fabric::BUILT_WITH.is_some() {
+        transports.push("fabric");
+    }
+    for transport in transports {
+        let args = [
+            "bench",
+            "fop_rate",
+            "-t",
+            "4",
+            "-n",
+            "3",
+            "-i",
+            "200",
+            "-r",
+            "2",
+            "--format",
+            "json",
+            "--transport",
+            transport,
+        ];
+        let out = onesided_with(&args, &[("FI_PROVIDER", "tcp")]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{transport}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_str(&stdout).expect("json");
+        let recs = records(&doc, "fop_rate");
+        assert_eq!(recs.len(), 1, "{transport}: {stdout}");
+        assert_eq!(recs[0]["unit"], "msg/s t4", "{transport}: {stdout}");
+        assert_eq!(recs[0]["ranks"], 3, "{transport}: {stdout}");
+        check_values(recs[0]);
     }
 }

@@ -62,6 +62,8 @@ mod slurm;
 mod soundness;
 #[path = "ranks/stress.rs"]
 mod stress;
+#[path = "ranks/threads.rs"]
+mod threads;
 #[path = "ranks/typed.rs"]
 mod typed;
 #[path = "ranks/world.rs"]
@@ -478,6 +480,10 @@ static SCENARIOS: &[Scenario] = &[
     flavored("requests::awaited", requests::awaited, &[2, 3]),
     scenario("typed::elements", typed::elements, &[2, 3]),
     scenario("typed::mixed_types", typed::mixed_types, &[2, 3]),
+    flavored("threads::counts", threads::counts, &[2, 4]),
+    flavored("threads::epochs", threads::epochs, &[2, 3]),
+    flavored("threads::notified", threads::notified, &[2, 3]),
+    scenario("threads::errors", threads::errors, &[2]),
     flavored("atomics::errors", atomics::errors, &[2]),
     flavored("atomics::target_sleeps", atomics::target_sleeps, &[2]),
     flavored("atomics::target_computes", atomics::target_computes, &[2]),

@@ -22,6 +22,7 @@ mod pscw;
 mod request;
 mod rma;
 mod setup;
+mod share;
 mod strided;
 mod sync;
 #[cfg(test)]
@@ -32,6 +33,7 @@ pub use atomic::{AtomicElem, Op};
 pub use dynamic::Address;
 pub use local::SharedRegion;
 pub use request::Request;
+pub use share::WindowHandle;
 pub use strided::Layout;
 pub use typed::TypedWindow;
 

@@ -52,6 +52,13 @@ pub enum Test {
     /// N ranks: Window::allocate_shared of Size bytes in all (1 GiB to 16 GiB unless told):
     /// time to allocate and free, memory before use.
     SharedAlloc,
+    /// Message rate of 8-byte puts, each followed by a flush, from -t threads of rank 0 sharing
+    /// one window (Window::share), to the other ranks (RMA-MT's put rate); not part of `all`.
+    PutRate,
+    /// As put_rate, with 8-byte gets.
+    GetRate,
+    /// As put_rate, with fetch_and_op (MPI_SUM of one u64).
+    FopRate,
     /// Floor: single-thread memcpy bandwidth in one process.
     MemcpyBw,
     /// Floor: half round trip of an atomic flag ping-pong through shared memory.
@@ -111,6 +118,9 @@ impl Test {
             Test::WindowCreate => "window_create",
             Test::WindowScale => "window_scale",
             Test::SharedAlloc => "shared_alloc",
+            Test::PutRate => "put_rate",
+            Test::GetRate => "get_rate",
+            Test::FopRate => "fop_rate",
             Test::MemcpyBw => "memcpy_bw",
             Test::AtomicPingpong => "atomic_pingpong",
             Test::All => "all",
@@ -149,6 +159,11 @@ impl Test {
                 | Test::SharedAlloc
                 | Test::Imb
         )
+    }
+
+    /// A message-rate test of rank 0's threads (`-t`), on `-n` ranks (2 unless told).
+    pub(super) fn is_rate(self) -> bool {
+        matches!(self, Test::PutRate | Test::GetRate | Test::FopRate)
     }
 
     /// A test with W operations per synchronization (`-W`).
@@ -192,7 +207,7 @@ impl Test {
     pub(super) fn job_ranks(self, n: usize) -> usize {
         match self {
             Test::MemcpyBw => 1,
-            t if t.is_group() => n,
+            t if t.is_group() || t.is_rate() => n,
             _ => 2,
         }
     }
@@ -352,10 +367,15 @@ pub struct BenchArgs {
     #[arg(short = 'W', value_name = "WINDOW")]
     pub window: Option<usize>,
     /// Ranks of the N-rank tests (fence_latency, barrier_latency, lock_contention,
-    /// fop_contention, alltoall_put, mixed_epochs, window_create, imb) [default: 4; inside a
-    /// job: the job's].
+    /// fop_contention, alltoall_put, mixed_epochs, window_create, imb) and of the rate tests
+    /// [default: 4, rate tests 2; inside a job: the job's].
     #[arg(short = 'n', long = "ranks", value_name = "N")]
     pub ranks: Option<usize>,
+    /// Threads of rank 0 in the rate tests (put_rate, get_rate, fop_rate), each making the
+    /// test's calls through one shared window; 0: rank 0's own thread calls the window itself,
+    /// without sharing it [default: 1].
+    #[arg(short = 't', long = "threads", value_name = "T")]
+    pub threads: Option<usize>,
     /// Start the job as K simulated nodes, as `onesided run --simulate-nodes K` does: a window
     /// then reaches the ranks of its node through shared memory and the others through the
     /// network transport (the cluster's shape on one machine). The JSON context records the

@@ -39,6 +39,7 @@ fn table(test: Test, title: &str, note: String, ranks: usize, column: Column) ->
         show_ranks: false,
         columns: vec![column],
         imb: None,
+        threads: None,
     }
 }
 

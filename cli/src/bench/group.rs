@@ -55,6 +55,7 @@ fn table(
         show_ranks: true,
         columns: columns.to_vec(),
         imb: None,
+        threads: None,
     }
 }
 

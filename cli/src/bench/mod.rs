@@ -3,7 +3,8 @@
 //! compare_and_swap latency), measured the OSU way and printed as OSU prints them; notified
 //! puts against put, flush and a flag (`notify_latency`); tests of
 //! N ranks (fence, barrier, lock and fetch_and_op contention, all-to-all puts); the 19
-//! benchmarks of IMB-RMA in IMB's tables (`imb`); and two floor tests that show what the
+//! benchmarks of IMB-RMA in IMB's tables (`imb`); the message rate of threads sharing a
+//! window (`put_rate`, `get_rate`, `fop_rate` with `-t T`); and two floor tests that show what the
 //! hardware allows on this machine (single-thread memcpy bandwidth, and the half round trip of
 //! an atomic flag in shared memory).
 //!
@@ -24,6 +25,7 @@ mod measure;
 mod notify;
 mod options;
 mod pages;
+mod rate;
 mod report;
 mod rma;
 mod scale;

@@ -53,6 +53,7 @@ pub(super) fn notify_latency(world: &World, plan: &Plan, report: &mut Report) ->
         show_ranks: false,
         columns: vec![NOTIFIED, FLAGGED],
         imb: None,
+        threads: None,
     })?;
     for size in plan.sizes.iter() {
         let pass = plan.pass(Kind::Latency, size);

@@ -64,6 +64,8 @@ pub(super) struct Plan {
     pub per_op: bool,
     /// Simulated nodes of the job `bench` starts (`--simulate-nodes`).
     pub simulate_nodes: Option<usize>,
+    /// Threads of rank 0 in the rate tests (`-t`; 0: no sharing).
+    pub threads: usize,
 }
 
 fn usage(msg: String) -> Error {
@@ -123,7 +125,14 @@ impl Plan {
         if args.sizes.is_some() && !(all || t.is_sized()) {
             return Err(refuse(t, "-m", "the tests that sweep message sizes"));
         }
-        if args.ranks.is_some() && !(all || t.is_group()) {
+        if args.threads.is_some() && !t.is_rate() {
+            return Err(refuse(
+                t,
+                "-t",
+                "the rate tests (put_rate, get_rate, fop_rate)",
+            ));
+        }
+        if args.ranks.is_some() && !(all || t.is_group() || t.is_rate()) {
             return Err(refuse(
                 t,
                 "-n",
@@ -145,7 +154,9 @@ impl Plan {
         if args.repetitions == Some(0) {
             return Err(usage("-r must be at least 1".into()));
         }
-        let ranks = args.ranks.unwrap_or(DEFAULT_RANKS);
+        let ranks = args
+            .ranks
+            .unwrap_or(if t.is_rate() { 2 } else { DEFAULT_RANKS });
         if ranks < 2 {
             return Err(usage("-n must be at least 2".into()));
         }
@@ -199,6 +210,7 @@ impl Plan {
             target: args.target.unwrap_or_default(),
             per_op: args.per_op,
             simulate_nodes: args.simulate_nodes,
+            threads: args.threads.unwrap_or(1),
         })
     }
 

@@ -68,6 +68,9 @@ pub(super) struct Table {
     pub columns: Vec<Column>,
     /// IMB's header instead of OSU's (then rows are IMB's too: size, repetitions, values).
     pub imb: Option<imb_text::Block>,
+    /// The threads of a rate test (`# Threads: T`); its records' units name them (`msg/s t4`),
+    /// so that runs with different counts are different series.
+    pub threads: Option<usize>,
 }
 
 /// One measured value of one size, as the JSON document and the CSV rows carry it.
@@ -279,7 +282,10 @@ fn record(
         datatype: table.datatype.map(str::to_owned),
         ranks: table.ranks,
         size,
-        unit: column.unit.to_owned(),
+        unit: match table.threads {
+            Some(t) => format!("{} t{t}", column.unit),
+            None => column.unit.to_owned(),
+        },
         iterations,
         repetitions: samples.len(),
         value: s.median,
@@ -307,6 +313,9 @@ fn write_header(out: &mut impl Write, t: &Table) -> std::io::Result<()> {
     }
     if t.show_ranks {
         writeln!(out, "# Ranks: {}", t.ranks)?;
+    }
+    if let Some(threads) = t.threads {
+        writeln!(out, "# Threads: {threads}")?;
     }
     write!(out, "{:<10}", "# Size")?;
     for c in &t.columns {

@@ -61,6 +61,7 @@ pub(super) fn osu_table(test: Test, plan: &Plan, datatype: &'static str, column:
         show_ranks: false,
         columns: vec![column],
         imb: None,
+        threads: None,
     }
 }
 

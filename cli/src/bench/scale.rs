@@ -113,6 +113,7 @@ pub(super) fn window_scale(world: &World, plan: &Plan, report: &mut Report) -> R
         show_ranks: true,
         columns: vec![CREATE, FREE, MEMORY, SHARED, FDS],
         imb: None,
+        threads: None,
     })?;
     let node = world.split_shared()?;
     let info = Info::new();
@@ -194,6 +195,7 @@ pub(super) fn shared_alloc(world: &World, plan: &Plan, report: &mut Report) -> R
         show_ranks: true,
         columns: vec![ALLOCATE, FREE, UNTOUCHED],
         imb: None,
+        threads: None,
     })?;
     let info = Info::new();
     for size in plan.shared_sizes() {

@@ -9,7 +9,7 @@ use super::context::Context;
 use super::imb::{self, Benchmark};
 use super::options::Plan;
 use super::report::{self, Report};
-use super::{atomic, floor, group, notify, rma, scale};
+use super::{atomic, floor, group, notify, rate, rma, scale};
 use crate::launch::{self, Job};
 use onesided::launcher::ENV_TRANSPORT;
 use onesided::{Config, Error, ErrorClass, ProcessManager, Result, World};
@@ -32,7 +32,12 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
             (t, None) => t.job_ranks(plan.ranks),
         };
         if ranks > 1 {
-            return job(ranks, &config, args.simulate_nodes, Vec::new());
+            // A rank bound to one core would run all its threads there.
+            let bind = match args.test.is_rate() {
+                true => launch::Bind::None,
+                false => launch::Bind::Auto,
+            };
+            return job(ranks, &config, args.simulate_nodes, bind, Vec::new());
         }
     }
     if args.simulate_nodes.is_some() {
@@ -47,7 +52,13 @@ pub(super) fn run(args: &BenchArgs) -> Result<i32> {
 
 /// Starts this program with its arguments and `extra` ones as a job of `n` ranks (on `nodes`
 /// simulated nodes where given); the job's exit code.
-fn job(n: usize, config: &Config, nodes: Option<usize>, extra: Vec<OsString>) -> Result<i32> {
+fn job(
+    n: usize,
+    config: &Config,
+    nodes: Option<usize>,
+    bind: launch::Bind,
+    extra: Vec<OsString>,
+) -> Result<i32> {
     let transport = vec![(
         ENV_TRANSPORT.to_owned(),
         config.transport_choice().as_str().to_owned(),
@@ -62,7 +73,7 @@ fn job(n: usize, config: &Config, nodes: Option<usize>, extra: Vec<OsString>) ->
         tag_output: false,
         simulate_nodes: nodes,
         extra_env: transport,
-        bind: launch::Bind::Auto,
+        bind,
     })
 }
 
@@ -96,7 +107,7 @@ fn run_all(plan: &Plan, config: &Config) -> Result<i32> {
         if let Some(f) = &file {
             extra.extend(["--results-file".into(), f.clone().into_os_string()]);
         }
-        let code = job(n, config, plan.simulate_nodes, extra)?;
+        let code = job(n, config, plan.simulate_nodes, launch::Bind::Auto, extra)?;
         if let Some(f) = file {
             let doc = (code == 0).then(|| report::read_document(&f));
             // Best effort: a job that failed may have left no file.
@@ -128,7 +139,7 @@ fn tests(args: &BenchArgs, size: usize) -> Result<(Vec<Test>, Vec<Test>)> {
     let groups = Test::EVERY.into_iter().filter(|t| t.is_group());
     let fits = |t: &Test| match t {
         Test::MemcpyBw => true,
-        t if t.is_group() => size >= 2,
+        t if t.is_group() || t.is_rate() => size >= 2,
         _ => size == 2,
     };
     let list: Vec<Test> = match (args.test, args.part) {
@@ -138,7 +149,7 @@ fn tests(args: &BenchArgs, size: usize) -> Result<(Vec<Test>, Vec<Test>)> {
         (t, _) => vec![t],
     };
     if let Some(t) = list.iter().find(|t| !fits(t)) {
-        let need = if t.is_group() {
+        let need = if t.is_group() || t.is_rate() {
             "at least 2"
         } else {
             "exactly 2"
@@ -150,7 +161,7 @@ fn tests(args: &BenchArgs, size: usize) -> Result<(Vec<Test>, Vec<Test>)> {
     }
     if let Some(n) = args
         .ranks
-        .filter(|&n| n != size && list.iter().any(|t| t.is_group()))
+        .filter(|&n| n != size && list.iter().any(|t| t.is_group() || t.is_rate()))
     {
         return Err(Error::new(
             ErrorClass::Arg,
@@ -218,6 +229,7 @@ fn one(
         Test::WindowCreate => group::window_create(world, plan, report),
         Test::WindowScale => scale::window_scale(world, plan, report),
         Test::SharedAlloc => scale::shared_alloc(world, plan, report),
+        Test::PutRate | Test::GetRate | Test::FopRate => rate::rate(world, test, plan, report),
         Test::MemcpyBw => floor::memcpy_bw(world, plan, report),
         Test::AtomicPingpong => floor::atomic_pingpong(world, plan, report),
         Test::Imb => {

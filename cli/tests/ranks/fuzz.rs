@@ -7,13 +7,17 @@
 //! sequence of phases: fence phases (a fence, random calls, a closing fence, sometimes first
 //! refused for a NOPRECEDE that the calls made false) and passive phases (random lock, unlock,
 //! lock_all, unlock_all, flush and RMA calls, rgets among them, each rank on its own, then a
-//! barrier). Within a phase every rank draws its calls from its own generator. A failure names
-//! the seed.
+//! barrier). Within a phase every rank draws its calls from its own generator. Now and then,
+//! inside a phase, the window is shared with 1, 2, 4 or 16 threads ([`Window::share`]), each of
+//! which makes random RMA calls and flushes of its own at once with the others, checked against
+//! the same model. A failure names the seed.
 //!
 //! # MPI-4.1: 12.3 (RMA calls), 12.5 (synchronization), 12.8 (error classes)
 
 use crate::util::*;
-use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Request, Window, World};
+use onesided::{
+    Assert, ErrorClass, Flavor, Info, LockType, Op, Request, Window, WindowHandle, World,
+};
 
 /// Window size in u64 elements.
 const SLOTS: usize = 8;
@@ -22,6 +26,10 @@ const GUARD: usize = 16;
 const GUARD_WORD: u64 = 0x6a09_e667_f3bc_c908;
 const PHASES: usize = 24;
 const CALLS_PER_PHASE: usize = 40;
+/// Thread counts of a shared burst.
+const THREADS: [usize; 4] = [1, 2, 4, 16];
+/// Calls of each thread of a shared burst.
+const CALLS_PER_THREAD: usize = 12;
 
 /// xorshift64*: a small generator, the same on every platform.
 struct Rng(u64);
@@ -198,6 +206,9 @@ fn fence_phase(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut u
     for _ in 0..CALLS_PER_PHASE {
         random_rma(win, model, rng, calls)?;
     }
+    if rng.one_in(2) {
+        shared_burst(win, model, rng, calls)?;
+    }
     if let Epoch::Lock(t) = model.epoch {
         win.unlock(t).ctx("unlock before the closing fence")?;
         model.epoch = Epoch::None;
@@ -225,6 +236,9 @@ fn passive_phase(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut
     for _ in 0..CALLS_PER_PHASE {
         random_rma(win, model, rng, calls)?;
     }
+    if rng.one_in(2) {
+        shared_burst(win, model, rng, calls)?;
+    }
     match model.epoch {
         Epoch::Lock(t) => win.unlock(t).ctx("closing unlock")?,
         Epoch::LockAll => win.unlock_all().ctx("closing unlock_all")?,
@@ -234,20 +248,43 @@ fn passive_phase(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut
     Ok(())
 }
 
+/// The arguments of one random RMA call among `n` ranks.
+struct Drawn {
+    target: usize,
+    len: usize,
+    disp: usize,
+    value: u64,
+}
+
+impl Drawn {
+    /// Mostly valid targets and displacements, now and then one past the end.
+    fn new(rng: &mut Rng, n: usize) -> Drawn {
+        let target = if rng.one_in(12) { n } else { rng.below(n) };
+        let len = 1 + rng.below(3);
+        let disp = if rng.one_in(8) {
+            SLOTS + 1 - len + rng.below(2)
+        } else {
+            rng.below(SLOTS + 1 - len)
+        };
+        Drawn {
+            target,
+            len,
+            disp,
+            value: rng.next(),
+        }
+    }
+}
+
 /// One random call (synchronization or RMA, valid or not), checked against the model, which
 /// it then advances.
 fn random_rma(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut usize) -> Res {
     *calls += 1;
-    let n = model.n;
-    // Mostly valid targets and displacements, now and then one past the end.
-    let target = if rng.one_in(12) { n } else { rng.below(n) };
-    let len = 1 + rng.below(3);
-    let disp = if rng.one_in(8) {
-        SLOTS + 1 - len + rng.below(2)
-    } else {
-        rng.below(SLOTS + 1 - len)
-    };
-    let value = rng.next();
+    let Drawn {
+        target,
+        len,
+        disp,
+        value,
+    } = Drawn::new(rng, model.n);
     let rma = model.rma(target, disp, len);
     let moved = match rng.below(12) {
         0 | 1 => check(win.put(&vec![value; len], target, disp), rma, "put")?,
@@ -340,4 +377,70 @@ fn random_rma(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut us
         *used = true;
     }
     Ok(())
+}
+
+/// Share the window with a random number of threads, each making random RMA calls and flushes
+/// (valid and not) checked against the model, which no call of a handle changes but for a
+/// fence epoch's first RMA call.
+fn shared_burst(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut usize) -> Res {
+    let threads = THREADS[rng.below(THREADS.len())];
+    let seeds: Vec<u64> = (0..threads).map(|_| rng.next()).collect();
+    let view: &Model = model;
+    let moved = win.share(|h| {
+        std::thread::scope(|s| {
+            let running: Vec<_> = seeds
+                .iter()
+                .map(|&seed| s.spawn(move || thread_calls(h, view, &mut Rng::new(seed))))
+                .collect();
+            let mut moved = false;
+            for (i, t) in running.into_iter().enumerate() {
+                let r = t.join().map_err(|_| format!("thread {i} panicked"))?;
+                moved |= r.map_err(|e| format!("thread {i} of {threads}: {e}"))?;
+            }
+            Ok::<bool, String>(moved)
+        })
+    })?;
+    *calls += threads * CALLS_PER_THREAD;
+    if moved && let Epoch::Fence { used } = &mut model.epoch {
+        *used = true;
+    }
+    Ok(())
+}
+
+/// One thread's random calls of a shared burst; whether any moved data.
+fn thread_calls(h: &WindowHandle, model: &Model, rng: &mut Rng) -> Result<bool, String> {
+    let mut moved = false;
+    for _ in 0..CALLS_PER_THREAD {
+        let Drawn {
+            target,
+            len,
+            disp,
+            value,
+        } = Drawn::new(rng, model.n);
+        let rma = model.rma(target, disp, len);
+        moved |= match rng.below(7) {
+            0 | 1 => check(h.put(&vec![value; len], target, disp), rma, "put")?,
+            2 => check(h.get(&mut vec![0u64; len], target, disp), rma, "get")?,
+            3 => check(
+                h.accumulate(&vec![value; len], target, disp, Op::Sum),
+                rma,
+                "accumulate",
+            )?,
+            4 => check(
+                h.fetch_and_op(value, target, disp, Op::Bxor),
+                model.rma(target, disp, 1),
+                "fetch_and_op",
+            )?,
+            5 => check(
+                h.compare_and_swap(value, 0, target, disp),
+                model.rma(target, disp, 1),
+                "compare_and_swap",
+            )?,
+            _ => {
+                check(h.flush(target), model.flush(target), "flush")?;
+                false
+            }
+        };
+    }
+    Ok(moved)
 }

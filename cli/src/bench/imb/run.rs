@@ -93,6 +93,7 @@ fn table(world: &World, plan: &Plan, b: Benchmark, mode: Option<Mode>) -> Table 
             idle: n - b.active(n),
             mode,
         }),
+        threads: None,
     }
 }
 

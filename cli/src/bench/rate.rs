@@ -1,0 +1,189 @@
+//! The rate tests, after Sandia's RMA-MT: the message rate of T threads of one rank sharing one
+//! window ([`Window::share`]).
+//!
+//! - `put_rate`: each thread puts 8 bytes and flushes its target, again and again.
+//! - `get_rate`: the same with an 8-byte get.
+//! - `fop_rate`: the same with fetch_and_op (MPI_SUM of one u64).
+//!
+//! Rank 0's threads are the origins; thread `i` targets rank `1 + i % (N - 1)`, word `i` of its
+//! window, inside one lock_all epoch. The other ranks wait. A repetition times, at rank 0,
+//! from before the window is shared until every thread has made `-i` calls (thread start
+//! included), and reports messages per second: T * iterations / time. `-t 0` is the baseline
+//! without threads: rank 0's own thread makes the calls on the window itself. Afterwards the
+//! targets check that fop_rate's counters hold every thread's additions.
+
+use super::args::Test;
+use super::options::{Kind, Pass, Plan};
+use super::report::{MESSAGE_RATE, Report, Table};
+use super::rma::repeat;
+use onesided::{Assert, Error, ErrorClass, Info, Op, Result, Window, WindowHandle, World};
+use std::time::{Duration, Instant};
+
+/// The calls a rate test makes: one call of its kind to `target`'s word `disp`, then a flush.
+#[derive(Clone, Copy)]
+enum Call {
+    Put,
+    Get,
+    Fop,
+}
+
+impl Call {
+    fn of(test: Test) -> Result<Call> {
+        match test {
+            Test::PutRate => Ok(Call::Put),
+            Test::GetRate => Ok(Call::Get),
+            Test::FopRate => Ok(Call::Fop),
+            t => Err(Error::new(
+                ErrorClass::Intern,
+                format!("{} is not a rate test", t.name()),
+            )),
+        }
+    }
+
+    /// The call and its flush through the window itself.
+    fn on_window(self, win: &Window<'_>, target: usize, disp: usize) -> Result<()> {
+        match self {
+            Call::Put => win.put(&[disp as u64], target, disp)?,
+            Call::Get => win.get(&mut [0u64], target, disp)?,
+            Call::Fop => drop(win.fetch_and_op(1u64, target, disp, Op::Sum)?),
+        }
+        win.flush(target)
+    }
+
+    /// The call and its flush through a handle of the shared window.
+    fn on_handle(self, h: &WindowHandle, target: usize, disp: usize) -> Result<()> {
+        match self {
+            Call::Put => h.put(&[disp as u64], target, disp)?,
+            Call::Get => h.get(&mut [0u64], target, disp)?,
+            Call::Fop => drop(h.fetch_and_op(1u64, target, disp, Op::Sum)?),
+        }
+        h.flush(target)
+    }
+}
+
+/// The target of thread `i` among `n` ranks: the others than rank 0, in turn.
+fn target_of(i: usize, n: usize) -> usize {
+    1 + i % (n - 1)
+}
+
+/// `iters` calls from each of `threads` threads sharing `win` (from this thread itself where
+/// `threads` is 0).
+fn calls(win: &Window<'_>, call: Call, threads: usize, iters: usize) -> Result<()> {
+    let n = win.size_of_group();
+    if threads == 0 {
+        let target = target_of(0, n);
+        return (0..iters).try_for_each(|_| call.on_window(win, target, 0));
+    }
+    win.share(|h| {
+        std::thread::scope(|s| {
+            let running: Vec<_> = (0..threads)
+                .map(|i| {
+                    s.spawn(move || {
+                        (0..iters).try_for_each(|_| call.on_handle(h, target_of(i, n), i))
+                    })
+                })
+                .collect();
+            running.into_iter().try_for_each(|t| {
+                t.join().map_err(|_| {
+                    Error::new(ErrorClass::Intern, "a thread of the rate test panicked")
+                })?
+            })
+        })
+    })
+}
+
+/// A rate test: its table, one row of messages per second.
+pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()> {
+    let call = Call::of(test)?;
+    let (n, threads) = (world.size(), plan.threads);
+    let title = match call {
+        Call::Put => "Put Message Rate",
+        Call::Get => "Get Message Rate",
+        Call::Fop => "Fetch_and_op Message Rate",
+    };
+    report.table(Table {
+        name: test.name(),
+        title: format!("onesided {title} Test"),
+        notes: vec![match threads {
+            0 => "Rank 0's own thread calls the window (no sharing)".to_owned(),
+            t => format!("{t} threads of rank 0 share the window (Window::share)"),
+        }],
+        window: Some("MPI_Win_allocate"),
+        sync: Some("MPI_Win_lock_all, MPI_Win_flush after each call"),
+        datatype: Some("MPI_UINT64_T"),
+        ranks: n,
+        show_ranks: true,
+        columns: vec![MESSAGE_RATE],
+        imb: None,
+        threads: Some(threads),
+    })?;
+    let pass = plan.pass(Kind::Latency, 8);
+    let words = threads.max(1);
+    let win = Window::allocate(world, 8 * words, 8, &Info::new())?;
+    let times = timed_calls(world, &win, call, threads, plan.repetitions, pass);
+    let checked =
+        times.and_then(|t| check_counts(world, &win, call, threads, plan, pass).map(|()| t));
+    win.free()?;
+    let times = checked?;
+    let messages = (threads.max(1) * pass.iters) as f64;
+    let rates: Vec<f64> = times.iter().map(|t| messages / t.as_secs_f64()).collect();
+    report.row(8, pass.iters, &[rates])
+}
+
+/// The repetitions of a rate test: rank 0's times; the others wait at barriers.
+fn timed_calls(
+    world: &World,
+    win: &Window<'_>,
+    call: Call,
+    threads: usize,
+    reps: usize,
+    pass: Pass,
+) -> Result<Vec<Duration>> {
+    let me = world.rank();
+    win.lock_all(Assert::NONE)?;
+    let times = repeat(reps, pass, |p| {
+        if me == 0 && p.warmup > 0 {
+            calls(win, call, threads, p.warmup)?;
+        }
+        world.barrier()?;
+        let start = Instant::now();
+        if me == 0 {
+            calls(win, call, threads, p.iters)?;
+        }
+        let spent = start.elapsed();
+        world.barrier()?;
+        Ok(spent)
+    })?;
+    win.unlock_all()?;
+    world.barrier()?;
+    Ok(times)
+}
+
+/// fop_rate: every target's words hold the additions of the threads that targeted them.
+fn check_counts(
+    world: &World,
+    win: &Window<'_>,
+    call: Call,
+    threads: usize,
+    plan: &Plan,
+    pass: Pass,
+) -> Result<()> {
+    let (me, n) = (world.rank(), world.size());
+    if !matches!(call, Call::Fop) || me == 0 {
+        return Ok(());
+    }
+    let per_thread = (pass.warmup + pass.iters * plan.repetitions) as u64;
+    let mut words = vec![0u64; threads.max(1)];
+    win.read_local(0, &mut words)?;
+    for (i, &got) in words.iter().enumerate() {
+        let mine = target_of(i, n) == me && (i < threads || (threads == 0 && i == 0));
+        let want = if mine { per_thread } else { 0 };
+        if got != want {
+            return Err(Error::new(
+                ErrorClass::Other,
+                format!("fop_rate: word {i} of rank {me} holds {got} additions, not {want}"),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,303 @@
+//! Windows shared with threads ([`Window::share`]) on every transport: 1, 2, 4 and 16 threads
+//! per rank make RMA calls at once through one handle; counts under concurrent fetch_and_op and
+//! accumulates from every thread of every rank are exact, each fetched value is seen once, each
+//! thread's put is visible to its own get after its flush, and so in fence, lock, PSCW and
+//! lock_all epochs; notified puts between threads of neighbouring ranks deliver their data
+//! first; misuse from a thread gets MPI's error class, and a panic of the body leaves the
+//! window working.
+//!
+//! # MPI-4.1: 11.6 (MPI_THREAD_MULTIPLE), 12.7 (threads)
+
+use crate::util::*;
+use onesided::{Assert, ErrorClass, Flavor, Info, LockType, Op, Window, WindowHandle, World};
+
+/// Threads per rank, in turn.
+const THREADS: [usize; 4] = [1, 2, 4, 16];
+/// The most threads: put slots per origin.
+const MOST: usize = 16;
+/// fetch_and_ops (and accumulates) of each thread to each target.
+const EACH: usize = 20;
+/// Words: the fetch_and_op counter, the accumulate sum, then a put slot per (origin, thread).
+fn words(n: usize) -> usize {
+    2 + n * MOST
+}
+
+/// The put slot of thread `i` of `origin`.
+fn slot(origin: usize, i: usize) -> usize {
+    2 + origin * MOST + i
+}
+
+/// Run `each(thread)` on `threads` scoped threads sharing `win`; the results in thread order.
+fn on_threads<R: Send>(
+    win: &Window<'_>,
+    threads: usize,
+    each: impl Fn(&WindowHandle, usize) -> Result<R, String> + Sync,
+) -> Result<Vec<R>, String> {
+    win.share(|h| {
+        std::thread::scope(|s| {
+            let running: Vec<_> = (0..threads)
+                .map(|i| {
+                    let each = &each;
+                    s.spawn(move || each(h, i))
+                })
+                .collect();
+            running
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    t.join()
+                        .map_err(|_| format!("thread {i} panicked"))?
+                        .map_err(|e| format!("thread {i}: {e}"))
+                })
+                .collect()
+        })
+    })
+}
+
+/// For each thread count, in a lock_all epoch: every thread of every rank adds 1 by
+/// fetch_and_op to word 0 of every target and its own number by accumulate to word 1, then
+/// puts a tag into its own slot of every target, flushes and reads it back. The counts are
+/// exact, the values rank 0's word 0 returned are each seen once across all threads of all
+/// ranks, and every slot holds its writer's tag.
+pub fn counts(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    with_window(world, flavor, 8 * words(n), 8, &Info::new(), |win| {
+        for threads in THREADS {
+            win.write_local(0, &vec![0u64; words(n)])
+                .ctx("write_local")?;
+            world.barrier().ctx("barrier")?;
+            win.lock_all(Assert::NONE).ctx("lock_all")?;
+            let fetched = on_threads(win, threads, |h, i| {
+                let mut seen = Vec::new();
+                for _ in 0..EACH {
+                    for target in 0..n {
+                        let was = h
+                            .fetch_and_op(1u64, target, 0, Op::Sum)
+                            .ctx("fetch_and_op")?;
+                        if target == 0 {
+                            seen.push(was);
+                        }
+                        h.accumulate(&[i as u64 + 1], target, 1, Op::Sum)
+                            .ctx("accumulate")?;
+                    }
+                }
+                for target in 0..n {
+                    let mine = tag(me, target, i);
+                    h.put(&[mine], target, slot(me, i)).ctx("put")?;
+                    h.flush(target).ctx("flush")?;
+                    let mut back = [0u64];
+                    h.get(&mut back, target, slot(me, i)).ctx("get")?;
+                    h.flush_local(target).ctx("flush_local")?;
+                    ensure_eq!(back[0], mine, "own put to {target} read back after flush");
+                }
+                Ok(seen)
+            })?;
+            win.unlock_all().ctx("unlock_all")?;
+            world.barrier().ctx("barrier")?;
+            let mine = local_u64(win, words(n))?;
+            let total = (n * threads * EACH) as u64;
+            ensure_eq!(mine[0], total, "{threads} threads: fetch_and_op count");
+            let sum = (n * EACH * threads * (threads + 1) / 2) as u64;
+            ensure_eq!(mine[1], sum, "{threads} threads: accumulate sum");
+            for origin in 0..n {
+                for i in 0..MOST {
+                    let want = if i < threads { tag(origin, me, i) } else { 0 };
+                    ensure_eq!(
+                        mine[slot(origin, i)],
+                        want,
+                        "{threads} threads: slot of thread {i} of rank {origin}"
+                    );
+                }
+            }
+            let values: Vec<u64> = fetched.into_iter().flatten().collect();
+            let all = world
+                .allgather(
+                    &values
+                        .iter()
+                        .flat_map(|v| v.to_le_bytes())
+                        .collect::<Vec<u8>>(),
+                )
+                .ctx("allgather")?;
+            let mut every: Vec<u64> = all
+                .iter()
+                .flat_map(|b| b.chunks_exact(8))
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+                .collect();
+            every.sort_unstable();
+            ensure!(
+                every.iter().copied().eq(0..total),
+                "{threads} threads: rank 0's fetch_and_op returned {} values, not each of \
+                 0..{total} once",
+                every.len()
+            );
+        }
+        Ok(())
+    })
+}
+
+/// Four threads of every rank put their tags into their slots of the right neighbour and add
+/// to its word 1, in a fence epoch, under an exclusive lock of the neighbour, and in a PSCW
+/// ring; after each epoch every slot holds its tag and the sum is exact.
+pub fn epochs(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let right = (me + 1) % n;
+    let left = (me + n - 1) % n;
+    let threads = 4;
+    with_window(world, flavor, 8 * words(n), 8, &Info::new(), |win| {
+        for (round, epoch) in ["fence", "lock", "pscw"].into_iter().enumerate() {
+            win.write_local(0, &vec![0u64; words(n)])
+                .ctx("write_local")?;
+            world.barrier().ctx("barrier")?;
+            let ring = |ranks: &[usize]| world.group().incl(ranks);
+            match epoch {
+                "fence" => win.fence(Assert::NONE).ctx("fence")?,
+                "lock" => win
+                    .lock(LockType::Exclusive, right, Assert::NONE)
+                    .ctx("lock")?,
+                _ => {
+                    win.post(&ring(&[left]).ctx("group")?, Assert::NONE)
+                        .ctx("post")?;
+                    win.start(&ring(&[right]).ctx("group")?, Assert::NONE)
+                        .ctx("start")?;
+                }
+            }
+            on_threads(win, threads, |h, i| {
+                h.put(&[tag(me, round, i)], right, slot(me, i)).ctx("put")?;
+                h.accumulate(&[1u64], right, 1, Op::Sum).ctx("accumulate")
+            })
+            .map_err(|e| format!("{epoch}: {e}"))?;
+            match epoch {
+                "fence" => win.fence(Assert::NONE).ctx("closing fence")?,
+                "lock" => win.unlock(right).ctx("unlock")?,
+                _ => {
+                    win.complete().ctx("complete")?;
+                    win.wait().ctx("wait")?;
+                }
+            }
+            world.barrier().ctx("barrier")?;
+            let mine = local_u64(win, words(n))?;
+            ensure_eq!(
+                mine[1],
+                threads as u64,
+                "{epoch}: sum from the left neighbour"
+            );
+            for i in 0..threads {
+                ensure_eq!(
+                    mine[slot(left, i)],
+                    tag(left, round, i),
+                    "{epoch}: slot of thread {i} of rank {left}"
+                );
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Rounds of [`notified`].
+const ROUNDS: usize = 10;
+
+/// In a lock_all epoch, thread `i` of every rank puts a tag with a notification of id `i` into
+/// its slot of this round at the right neighbour, waits for the notification of id `i` from the
+/// left neighbour and reads its own slot of this round: the left neighbour's tag of this round
+/// is there. (A slot per round: around a ring of 3 or more, a rank may run rounds ahead of its
+/// right neighbour.)
+pub fn notified(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let right = (me + 1) % n;
+    let left = (me + n - 1) % n;
+    let threads = 4;
+    with_window(
+        world,
+        flavor,
+        8 * threads * ROUNDS,
+        8,
+        &Info::new(),
+        |win| {
+            win.lock_all(Assert::NONE).ctx("lock_all")?;
+            on_threads(win, threads, |h, i| {
+                for round in 0..ROUNDS {
+                    let at = i * ROUNDS + round;
+                    h.put_notify(&[tag(me, round, i)], right, at, i)
+                        .ctx("put_notify")?;
+                    h.wait_notify(i, 1).ctx("wait_notify")?;
+                    let mut got = [0u64];
+                    h.get(&mut got, me, at).ctx("get of own slot")?;
+                    ensure_eq!(
+                        got[0],
+                        tag(left, round, i),
+                        "round {round}: slot of thread {i} once notified"
+                    );
+                }
+                Ok(())
+            })?;
+            win.unlock_all().ctx("unlock_all")?;
+            world.barrier().ctx("barrier")
+        },
+    )
+}
+
+/// Misuse from threads gets MPI's classes and moves nothing: calls outside an epoch
+/// (MPI_ERR_RMA_SYNC), a target past the group (MPI_ERR_RANK), a range past the window
+/// (MPI_ERR_RMA_RANGE), compare_and_swap of a float (MPI_ERR_TYPE), a result of the wrong
+/// length (MPI_ERR_COUNT), a notification id out of range (MPI_ERR_ARG). A panic of the body
+/// reaches the owner, and the window works afterwards.
+pub fn errors(world: &World, flavor: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let right = (me + 1) % n;
+    let len = words(n);
+    with_window(world, flavor, 8 * len, 8, &Info::new(), |win| {
+        win.write_local(0, &vec![0u64; len]).ctx("write_local")?;
+        world.barrier().ctx("barrier")?;
+        on_threads(win, 2, |h, _| {
+            expect_class(h.put(&[1u64], right, 0), ErrorClass::RmaSync, "put outside")?;
+            expect_class(h.flush(right), ErrorClass::RmaSync, "flush outside")
+        })?;
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        on_threads(win, 2, |h, _| {
+            expect_class(h.put(&[1u64], n, 0), ErrorClass::Rank, "put to rank n")?;
+            expect_class(
+                h.put(&[1u64; 2], right, len - 1),
+                ErrorClass::RmaRange,
+                "put",
+            )?;
+            let mut two = [0u64; 2];
+            expect_class(h.get(&mut two, right, len - 1), ErrorClass::RmaRange, "get")?;
+            expect_class(
+                h.compare_and_swap(1.0f64, 0.0, right, 0),
+                ErrorClass::Type,
+                "compare_and_swap of f64",
+            )?;
+            let mut short = [0u64; 1];
+            expect_class(
+                h.get_accumulate(&[1u64; 2], &mut short, right, 0, Op::Sum),
+                ErrorClass::Count,
+                "get_accumulate with a short result",
+            )?;
+            expect_class(
+                h.put_notify(&[1u64], right, 0, 256),
+                ErrorClass::Arg,
+                "put_notify id 256",
+            )?;
+            expect_class(h.wait_notify(256, 1), ErrorClass::Arg, "wait_notify id 256")
+        })?;
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            win.share(|_| panic!("a deliberate panic of the body (threads::errors)"))
+        }));
+        ensure!(caught.is_err(), "the body's panic did not reach the owner");
+        on_threads(win, 2, |h, i| {
+            h.accumulate(&[1u64], right, 0, Op::Sum).ctx("accumulate")?;
+            h.put(&[tag(me, 0, i)], right, slot(me, i)).ctx("put")?;
+            h.flush(right).ctx("flush")
+        })?;
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+        let mine = local_u64(win, len)?;
+        let left = (me + n - 1) % n;
+        let mut want = vec![0u64; len];
+        want[0] = 2;
+        want[slot(left, 0)] = tag(left, 0, 0);
+        want[slot(left, 1)] = tag(left, 0, 1);
+        ensure_eq!(mine, want, "the window after the errors and the panic");
+        Ok(())
+    })
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Threads sharing a window (`Window::share`): `onesided bench put_rate` (8-byte put + flush, in
+# a lock_all epoch, rank 0 to rank 1) with -t 0 (rank 0's own thread calls the window, no
+# sharing), -t 1, -t 2 and -t 4 threads, over shared memory and libfabric's tcp provider, every
+# run in turns in each round. Prints, per transport, the median over the rounds of the message
+# rate of each thread count, and the ratios t1/t0 and t2/t1 with their range.
+#
+# usage: compare/threads.sh [ROUNDS] [TEST]      (default 5, put_rate)
+# needs: cargo build --release --bin onesided
+set -eu
+cd "$(dirname "$0")/.."
+BIN=${BIN:-target/release}
+ROUNDS=${1:-5}
+TEST=${2:-put_rate}
+[[ -x $BIN/onesided ]] || { echo "threads: $BIN/onesided is missing (see the usage above)" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+THREADS="0 1 2 4"
+
+# run NAME T ENV...: one job of TEST with -t T; appends its rate to $work/NAME.T
+run() {
+  local name=$1 t=$2
+  shift 2
+  env "$@" "$BIN/onesided" bench "$TEST" -t "$t" -i 5000 | awk '!/^#/ { print $2 }' >> "$work/$name.$t"
+}
+
+for ((round = 1; round <= ROUNDS; round++)); do
+  for t in $THREADS; do
+    run shm "$t" ONESIDED_TRANSPORT=auto
+    run fabric_tcp "$t" ONESIDED_TRANSPORT=fabric FI_PROVIDER=tcp
+  done
+done
+
+echo "$TEST, $ROUNDS rounds: messages/s (median), ratios median (range)"
+printf '%-12s %12s %12s %12s %12s   %-22s %s\n' transport t0 t1 t2 t4 "t1/t0" "t2/t1"
+for name in shm fabric_tcp; do
+  paste "$work/$name.0" "$work/$name.1" "$work/$name.2" "$work/$name.4" | awk -v name="$name" '
+    function median(a, k,   i, j, t, b) {
+      for (i = 1; i <= k; i++) b[i] = a[i]
+      for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (b[j] < b[i]) { t = b[i]; b[i] = b[j]; b[j] = t }
+      return k % 2 ? b[(k + 1) / 2] : (b[k / 2] + b[k / 2 + 1]) / 2
+    }
+    function range(a, k,   i, lo, hi) {
+      lo = hi = a[1]
+      for (i = 1; i <= k; i++) { if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
+      return sprintf("%.3f (%.3f-%.3f)", median(a, k), lo, hi)
+    }
+    { k++; t0[k] = $1; t1[k] = $2; t2[k] = $3; t4[k] = $4; r10[k] = $2 / $1; r21[k] = $3 / $2 }
+    END {
+      printf "%-12s %12.0f %12.0f %12.0f %12.0f   %-22s %s\n", name, median(t0, k), median(t1, k),
+        median(t2, k), median(t4, k), range(r10, k), range(r21, k)
+    }'
+done

@@ -1,0 +1,377 @@
+//! Windows reached from many threads: [`Window::share`] lends the window to a body that may
+//! start any number of threads, each of which makes RMA calls on it through one
+//! [`WindowHandle`] at the same time as the others.
+//!
+//! **How.** The window stays on its thread, which serves the handle's calls one after the
+//! other while the body runs on a scoped thread of its own: each call of a handle is a job sent
+//! to the window's thread, which runs it on the window and sends the result back. So the
+//! window's state is only ever touched by one thread, whatever the others do, and the RMA calls
+//! of all threads are as MPI orders calls of one process made in some sequence.
+//!
+//! **What a handle does.** The calls that move data and their completion: put, get, the
+//! accumulate family, fetch_and_op, compare_and_swap, notified puts and gets and the waits for
+//! notifications, and flush, flush_local, flush_all, flush_local_all. A flush by one thread
+//! completes every operation this process issued to its target, its own among them, as
+//! MPI-4.1 12.5.4 says of the calling process. Epoch calls (fence, PSCW, lock, unlock and
+//! their `_all` forms) are not calls of a handle: the window's owner opens the epoch before it
+//! shares the window and closes it after, which is the pattern MPI-4.1 12.7 describes, so no
+//! two threads can race to open or close an epoch, and a blocking epoch call of one thread
+//! cannot hold up the others' calls. The waits of a handle (`wait_notify`) test and sleep on
+//! the calling thread, leaving the window's thread free for the others.
+//!
+//! **What it costs.** Each call is a round trip between the calling thread and the window's
+//! thread (a job, its reply, and a wake of whichever of them sleeps), and the data of a put or
+//! accumulate is copied into the job, that of a get copied back from the reply. The calls of
+//! the threads are served one at a time, so the message rate of T threads is that of one
+//! window thread, not T times one thread's: this is thread safety, not yet scaling.
+//!
+//! ```no_run
+//! use onesided::{Assert, Info, Op, ThreadLevel, Window, World};
+//!
+//! let (world, _) = World::init_thread(ThreadLevel::Multiple)?;
+//! let win = Window::allocate(&world, 8, 8, &Info::new())?;
+//! win.lock_all(Assert::NONE)?;
+//! win.share(|handle| {
+//!     std::thread::scope(|s| {
+//!         for _ in 0..4 {
+//!             s.spawn(|| {
+//!                 handle.fetch_and_op(1u64, 0, 0, Op::Sum)?;
+//!                 handle.flush(0)
+//!             });
+//!         }
+//!     })
+//! });
+//! win.unlock_all()?;
+//! # Ok::<(), onesided::Error>(())
+//! ```
+//!
+//! The body runs on another thread, so it cannot reach the window itself:
+//!
+//! ```compile_fail,E0277
+//! let world = onesided::World::init().unwrap();
+//! let win = onesided::Window::allocate(&world, 8, 8, &onesided::Info::new()).unwrap();
+//! win.share(|_handle| win.fence(onesided::Assert::NONE));
+//! ```
+//!
+//! # MPI-4.1: 11.6 (MPI_THREAD_MULTIPLE), 12.7 (semantics and correctness: threads)
+
+use super::{AtomicElem, Op, Window};
+use crate::error::{Error, ErrorClass, Result};
+use bytemuck::Pod;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// One call of a handle, run on the window's thread.
+type Job = Box<dyn for<'w, 'a> FnOnce(&'w Window<'a>) + Send>;
+
+/// What the window's thread receives.
+enum Message {
+    /// Run a call and send its result back.
+    Call(Job),
+    /// The body returned (or unwound): no thread can call any more.
+    Done,
+}
+
+/// The longest a `wait_notify` of a handle sleeps between two tests.
+const WAIT_NAP_MAX: Duration = Duration::from_millis(1);
+
+/// How many times a `wait_notify` of a handle tests before it starts to sleep between tests.
+const WAIT_SPINS: u32 = 64;
+
+/// The RMA calls of a window shared by [`Window::share`], for every thread of its body: `Send`
+/// and `Sync`, so `std::thread::scope`, rayon and other thread pools may share it by
+/// reference. Displacements, errors and completion are those of the window's own calls.
+#[derive(Debug)]
+pub struct WindowHandle {
+    calls: mpsc::Sender<Message>,
+    rank: usize,
+    ranks: usize,
+    /// Whether a reply is looked for by spinning before sleeping ([`Pace`]).
+    pace: Pace,
+}
+
+/// How a receiver waits for its next message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pace {
+    /// Spin, then yield, then sleep: calls are served in well under a microsecond and the
+    /// threads have several CPUs, so the sender runs while the receiver spins.
+    Spin,
+    /// Sleep at once: the process may run on one CPU only (a rank bound to a core), where a
+    /// spinning receiver would hold the CPU its sender needs; or a call may wait for the
+    /// network, whose progress threads (this rank's and the targets') need the CPUs a spinning
+    /// receiver would hold.
+    Sleep,
+}
+
+impl Pace {
+    /// The pace for the threads of this one (they inherit its CPUs) calling a window whose
+    /// operations are all `complete_once_issued` (shared memory only) or not.
+    fn here(complete_once_issued: bool) -> Pace {
+        match std::thread::available_parallelism() {
+            Ok(cpus) if cpus.get() > 1 && complete_once_issued => Pace::Spin,
+            _ => Pace::Sleep,
+        }
+    }
+}
+
+impl<'a> Window<'a> {
+    /// Share the window with threads: run `body` on a new thread with a [`WindowHandle`] that
+    /// any number of threads it starts may call at the same time, and serve their calls on this
+    /// thread until `body` returns; return what it returned. A panic of `body` is resumed here
+    /// once the window's thread has stopped serving.
+    ///
+    /// Open the epoch the threads' calls need before and close it after (a fence, `lock_all`,
+    /// a lock): the handle makes RMA calls and flushes, not epoch calls. This thread makes no
+    /// other onesided call while `body` runs (the window, the world and its communicators are
+    /// not `Send`, so `body` cannot reach them either).
+    ///
+    /// # MPI-4.1: 11.6 (MPI_THREAD_MULTIPLE), 12.7
+    pub fn share<R: Send>(&self, body: impl FnOnce(&WindowHandle) -> R + Send) -> R {
+        let (calls, served) = mpsc::channel();
+        let pace = Pace::here(self.direct.all_fenced());
+        let handle = WindowHandle {
+            calls,
+            rank: self.rank(),
+            ranks: self.size_of_group(),
+            pace,
+        };
+        std::thread::scope(|scope| {
+            let body = scope.spawn(move || {
+                // Sends `Done` when the body returns or unwinds.
+                let done = Finished(handle.calls.clone());
+                let out = body(&handle);
+                drop(done);
+                out
+            });
+            while let Some(message) = soon(&served, pace) {
+                match message {
+                    Message::Call(job) => job(self),
+                    Message::Done => break,
+                }
+            }
+            match body.join() {
+                Ok(out) => out,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+}
+
+/// How many times a receiver looks for a message before it yields its CPU: about a
+/// microsecond of spinning, longer than a call of the shared-memory transport takes to be
+/// served, much shorter than a sleep and a wake.
+const SPINS: u32 = 1000;
+
+/// How many times a receiver yields its CPU before it sleeps until a message comes.
+const YIELDS: u32 = 4;
+
+/// The next message of `from`, or `None` once every sender is gone. At [`Pace::Spin`] it is
+/// looked for by spinning, then yielding the CPU, and only then waited for asleep, since the
+/// message usually comes at once (a reply to a call, or the next call of a busy thread) and a
+/// wake costs microseconds.
+fn soon<T>(from: &mpsc::Receiver<T>, pace: Pace) -> Option<T> {
+    let tries = match pace {
+        Pace::Spin => SPINS + YIELDS,
+        Pace::Sleep => 0,
+    };
+    for tries in 0..tries {
+        match from.try_recv() {
+            Ok(message) => return Some(message),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) if tries < SPINS => std::hint::spin_loop(),
+            Err(mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+    from.recv().ok()
+}
+
+/// Tells the window's thread that the body is over, on every way out of it.
+struct Finished(mpsc::Sender<Message>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        let _ = self.0.send(Message::Done);
+    }
+}
+
+impl WindowHandle {
+    /// Run `call` on the window's thread and return its result.
+    fn call<R: Send + 'static>(
+        &self,
+        call: impl for<'w, 'a> FnOnce(&'w Window<'a>) -> Result<R> + Send + 'static,
+    ) -> Result<R> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |window| {
+            let _ = reply.send(call(window));
+        });
+        self.calls.send(Message::Call(job)).map_err(|_| ended())?;
+        soon(&answer, self.pace).ok_or_else(ended)?
+    }
+
+    /// The communicator rank of this process in the window's group.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks in the window's group.
+    pub fn size_of_group(&self) -> usize {
+        self.ranks
+    }
+
+    /// [`Window::put`] from this thread.
+    pub fn put<T: Pod + Send>(&self, origin: &[T], target: usize, disp: usize) -> Result<()> {
+        let data = origin.to_vec();
+        self.call(move |w| w.put(&data, target, disp))
+    }
+
+    /// [`Window::get`] into this thread's `origin`.
+    pub fn get<T: Pod + Send>(&self, origin: &mut [T], target: usize, disp: usize) -> Result<()> {
+        let len = origin.len();
+        let data = self.call(move |w| {
+            let mut data = vec![T::zeroed(); len];
+            w.get(&mut data, target, disp).map(|()| data)
+        })?;
+        origin.copy_from_slice(&data);
+        Ok(())
+    }
+
+    /// [`Window::accumulate`] from this thread.
+    pub fn accumulate<T: AtomicElem + Send>(
+        &self,
+        origin: &[T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        let data = origin.to_vec();
+        self.call(move |w| w.accumulate(&data, target, disp, op))
+    }
+
+    /// [`Window::get_accumulate`] from this thread (MPI_ERR_COUNT where `result` is not as long
+    /// as `origin`).
+    pub fn get_accumulate<T: AtomicElem + Send>(
+        &self,
+        origin: &[T],
+        result: &mut [T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        let data = origin.to_vec();
+        let len = result.len();
+        let previous = self.call(move |w| {
+            let mut previous = vec![T::zeroed(); len];
+            w.get_accumulate(&data, &mut previous, target, disp, op)
+                .map(|()| previous)
+        })?;
+        result.copy_from_slice(&previous);
+        Ok(())
+    }
+
+    /// [`Window::fetch_and_op`] from this thread.
+    pub fn fetch_and_op<T: AtomicElem + Send>(
+        &self,
+        origin: T,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<T> {
+        self.call(move |w| w.fetch_and_op(origin, target, disp, op))
+    }
+
+    /// [`Window::compare_and_swap`] from this thread.
+    pub fn compare_and_swap<T: AtomicElem + Send>(
+        &self,
+        origin: T,
+        compare: T,
+        target: usize,
+        disp: usize,
+    ) -> Result<T> {
+        self.call(move |w| w.compare_and_swap(origin, compare, target, disp))
+    }
+
+    /// [`Window::put_notify`] from this thread.
+    pub fn put_notify<T: Pod + Send>(
+        &self,
+        origin: &[T],
+        target: usize,
+        disp: usize,
+        id: usize,
+    ) -> Result<()> {
+        let data = origin.to_vec();
+        self.call(move |w| w.put_notify(&data, target, disp, id))
+    }
+
+    /// [`Window::get_notify`] into this thread's `origin`.
+    pub fn get_notify<T: Pod + Send>(
+        &self,
+        origin: &mut [T],
+        target: usize,
+        disp: usize,
+        id: usize,
+    ) -> Result<()> {
+        let len = origin.len();
+        let data = self.call(move |w| {
+            let mut data = vec![T::zeroed(); len];
+            w.get_notify(&mut data, target, disp, id).map(|()| data)
+        })?;
+        origin.copy_from_slice(&data);
+        Ok(())
+    }
+
+    /// [`Window::test_notify`] from this thread.
+    pub fn test_notify(&self, id: usize, count: usize) -> Result<bool> {
+        self.call(move |w| w.test_notify(id, count))
+    }
+
+    /// [`Window::wait_notify`] on this thread: it tests, and between tests yields, then
+    /// sleeps up to a millisecond, so that the window's thread serves the other threads
+    /// meanwhile. A dead rank of the window gives MPI_ERR_PROC_FAILED, as the test reports it.
+    pub fn wait_notify(&self, id: usize, count: usize) -> Result<()> {
+        let mut tries = 0u32;
+        loop {
+            // Liveness first: a test of a notification that will never come would not fail.
+            if self.call(move |w| w.peers.job_alive().and_then(|()| w.test_notify(id, count)))? {
+                return Ok(());
+            }
+            tries = tries.saturating_add(1);
+            match tries.checked_sub(WAIT_SPINS) {
+                None => std::thread::yield_now(),
+                Some(naps) => {
+                    let nap = Duration::from_micros(10) * naps.min(100);
+                    std::thread::sleep(nap.min(WAIT_NAP_MAX));
+                }
+            }
+        }
+    }
+
+    /// [`Window::flush`] from this thread: completes every operation this process issued to
+    /// `target`, from any thread.
+    pub fn flush(&self, target: usize) -> Result<()> {
+        self.call(move |w| w.flush(target))
+    }
+
+    /// [`Window::flush_local`] from this thread.
+    pub fn flush_local(&self, target: usize) -> Result<()> {
+        self.call(move |w| w.flush_local(target))
+    }
+
+    /// [`Window::flush_all`] from this thread.
+    pub fn flush_all(&self) -> Result<()> {
+        self.call(|w| w.flush_all())
+    }
+
+    /// [`Window::flush_local_all`] from this thread.
+    pub fn flush_local_all(&self) -> Result<()> {
+        self.call(|w| w.flush_local_all())
+    }
+}
+
+/// A call of a handle whose window's thread stopped serving: a call panicked there.
+#[cold]
+fn ended() -> Error {
+    Error::new(
+        ErrorClass::Intern,
+        "the window's thread stopped serving the threads' calls (a call panicked there)",
+    )
+}
