@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Threads sharing a window (`Window::share`): `onesided bench put_rate` (8-byte put + flush, in
-# a lock_all epoch, rank 0 to rank 1) with -t 0 (rank 0's own thread calls the window, no
+# a lock_all epoch, rank 0 to rank 1; or get_rate, fop_rate) with -t 0 (rank 0's own thread calls the window, no
 # sharing), -t 1, -t 2 and -t 4 threads, over shared memory and libfabric's tcp provider, every
 # run in turns in each round. Prints, per transport, the median over the rounds of the message
 # rate of each thread count, and the ratios t1/t0 and t2/t1 with their range.
@@ -17,17 +17,20 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 THREADS="0 1 2 4"
 
-# run NAME T ENV...: one job of TEST with -t T; appends its rate to $work/NAME.T
+# run NAME T ITERS ENV...: one job of TEST with -t T and -i ITERS; appends its rate to
+# $work/NAME.T
 run() {
-  local name=$1 t=$2
-  shift 2
-  env "$@" "$BIN/onesided" bench "$TEST" -t "$t" -i 5000 | awk '!/^#/ { print $2 }' >> "$work/$name.$t"
+  local name=$1 t=$2 iters=$3
+  shift 3
+  env "$@" "$BIN/onesided" bench "$TEST" -t "$t" -i "$iters" | awk '!/^#/ { print $2 }' >> "$work/$name.$t"
 }
 
+# Iterations per thread: tens of milliseconds of calls on each transport, so that starting the
+# threads (tens of microseconds) is lost in them.
 for ((round = 1; round <= ROUNDS; round++)); do
   for t in $THREADS; do
-    run shm "$t" ONESIDED_TRANSPORT=auto
-    run fabric_tcp "$t" ONESIDED_TRANSPORT=fabric FI_PROVIDER=tcp
+    run shm "$t" 2000000 ONESIDED_TRANSPORT=auto
+    run fabric_tcp "$t" 20000 ONESIDED_TRANSPORT=fabric FI_PROVIDER=tcp
   done
 done
 

@@ -11,5 +11,5 @@ pub mod process;
 pub mod segment;
 
 pub use block::Block;
-pub use mem::{Mem, OutOfRange};
+pub use mem::{Mem, OutOfRange, SyncMem};
 pub use segment::{FileId, Segment};

@@ -9,7 +9,7 @@ use std::alloc::Layout;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 /// An access outside a `Mem`'s bounds (or misaligned for an atomic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,6 +235,114 @@ impl<'a> Mem<'a> {
     }
 }
 
+/// A [`Mem`] that threads share: `Sync`, with copies in and out made of atomic accesses
+/// (8-byte words where aligned, single bytes at the ends), so that threads copying into and out
+/// of the same bytes at once race as atomics do, with unspecified values (MPI's conflicting
+/// accesses), never as a data race. The atomics are relaxed: ordering comes from the fences
+/// and atomics of whoever completes the copies.
+#[derive(Debug, Clone)]
+pub struct SyncMem<'a>(Mem<'a>);
+
+// SAFETY: every access through a `SyncMem` is atomic (see `write` and `read`, and the atomic
+// words of `atomic_u64`), and it lends no reference to its bytes, so threads may share one.
+unsafe impl Sync for SyncMem<'_> {}
+
+impl<'a> SyncMem<'a> {
+    /// A view of the bytes of `mem` for threads.
+    pub fn new(mem: Mem<'a>) -> SyncMem<'a> {
+        SyncMem(mem)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len
+    }
+
+    /// Whether the view is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+
+    /// The byte at address `p` as an atomic.
+    ///
+    /// # Safety
+    /// `p` is inside the view.
+    unsafe fn byte(p: *mut u8) -> &'a AtomicU8 {
+        // SAFETY: inside the view (the caller's promise), which lives for 'a; a byte is always
+        // aligned, and every accessor through a `SyncMem` uses atomics.
+        unsafe { AtomicU8::from_ptr(p) }
+    }
+
+    /// Copy `src` into the view at `offset`, atomically word by word.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), OutOfRange> {
+        self.0.check(offset, src.len())?;
+        // SAFETY: the range is inside the view (checked), so is every address below.
+        let base = unsafe { self.0.ptr.as_ptr().add(offset) };
+        let head = base.align_offset(8).min(src.len());
+        let words = (src.len() - head) / 8;
+        for (i, &b) in src[..head].iter().enumerate() {
+            // SAFETY: `i < head <= src.len()`: inside the range.
+            unsafe { Self::byte(base.add(i)) }.store(b, Ordering::Relaxed);
+        }
+        for w in 0..words {
+            let at = head + 8 * w;
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&src[at..at + 8]);
+            // SAFETY: `at + 8 <= src.len()`: inside the range, and 8-aligned since `base + head`
+            // is; every accessor of these bytes through a `SyncMem` uses atomics.
+            let word = unsafe { AtomicU64::from_ptr(base.add(at).cast()) };
+            word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+        }
+        for (i, &b) in src.iter().enumerate().skip(head + 8 * words) {
+            // SAFETY: `i < src.len()`: inside the range.
+            unsafe { Self::byte(base.add(i)) }.store(b, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Copy bytes at `offset` into `dst`, atomically word by word.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), OutOfRange> {
+        self.0.check(offset, dst.len())?;
+        // SAFETY: the range is inside the view (checked), so is every address below.
+        let base = unsafe { self.0.ptr.as_ptr().add(offset) };
+        let head = base.align_offset(8).min(dst.len());
+        let words = (dst.len() - head) / 8;
+        for (i, b) in dst[..head].iter_mut().enumerate() {
+            // SAFETY: `i < head <= dst.len()`: inside the range.
+            *b = unsafe { Self::byte(base.add(i)) }.load(Ordering::Relaxed);
+        }
+        for w in 0..words {
+            let at = head + 8 * w;
+            // SAFETY: as in `write`.
+            let word = unsafe { AtomicU64::from_ptr(base.add(at).cast()) };
+            dst[at..at + 8].copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
+        }
+        let tail = head + 8 * words;
+        for (i, b) in dst.iter_mut().enumerate().skip(tail) {
+            // SAFETY: `i < dst.len()`: inside the range.
+            *b = unsafe { Self::byte(base.add(i)) }.load(Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The address of the first byte in this process (an identity, as [`Mem::addr`]).
+    pub fn addr(&self) -> usize {
+        self.0.addr()
+    }
+
+    /// The 8-byte atomic word at `offset` (which must be 8-aligned in memory).
+    #[inline]
+    pub fn atomic_u64(&self, offset: usize) -> Result<&AtomicU64, OutOfRange> {
+        self.0.atomic_u64(offset)
+    }
+
+    /// The 4-byte atomic word at `offset` (which must be 4-aligned in memory).
+    #[inline]
+    pub fn atomic_u32(&self, offset: usize) -> Result<&AtomicU32, OutOfRange> {
+        self.0.atomic_u32(offset)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +424,44 @@ mod tests {
         assert_eq!(out, [[9, 0, 0, 0, 0, 0, 0, 0]; 2].concat()[..]);
         for t in 0..2 {
             assert_eq!(m.atomic_u32(32 + 4 * t).unwrap().load(Ordering::Acquire), 7);
+        }
+    }
+
+    #[test]
+    fn sync_mem_copies_any_range_and_refuses_outside() {
+        let m = SyncMem::new(Mem::alloc(64, 8).unwrap());
+        let src: Vec<u8> = (1..=40).collect();
+        for offset in [0, 1, 3, 8, 13] {
+            for len in [0, 1, 7, 8, 9, 17, 40] {
+                m.write(offset, &src[..len]).unwrap();
+                let mut back = vec![0u8; len];
+                m.read(offset, &mut back).unwrap();
+                assert_eq!(back, src[..len], "offset {offset}, len {len}");
+            }
+        }
+        assert!(m.write(60, &[0; 5]).is_err());
+        assert!(m.read(64, &mut [0; 1]).is_err());
+        let mut all = [0u8; 64];
+        m.read(0, &mut all).unwrap();
+        assert_eq!(all[13..53], src[..40]);
+    }
+
+    #[test]
+    fn sync_mem_is_shared_by_threads() {
+        let m = SyncMem::new(Mem::alloc(8 * 16, 8).unwrap());
+        std::thread::scope(|s| {
+            for t in 0..16usize {
+                let m = &m;
+                s.spawn(move || {
+                    m.write(8 * t, &(t as u64 + 1).to_ne_bytes()).unwrap();
+                    m.atomic_u64(0).unwrap().fetch_add(0, Ordering::Relaxed);
+                });
+            }
+        });
+        for t in 0..16usize {
+            let mut word = [0u8; 8];
+            m.read(8 * t, &mut word).unwrap();
+            assert_eq!(u64::from_ne_bytes(word), t as u64 + 1);
         }
     }
 }

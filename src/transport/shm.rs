@@ -31,7 +31,7 @@ use onesided_shm::cma::{CmaError, RemoteMem};
 use onesided_shm::{FileId, Mem, OutOfRange, Segment};
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::sync::atomic::{Ordering, fence};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 /// Where a rank's window memory is, as other ranks of the node reach it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -418,16 +418,32 @@ pub(crate) fn cpu_aligned(mem: &Mem<'_>, offset: usize, size: usize) -> bool {
     mem.addr().wrapping_add(offset).is_multiple_of(size)
 }
 
+/// An element's word for CPU atomics: 8 or 4 bytes, aligned to its size.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Word<'m> {
+    U64(&'m AtomicU64),
+    U32(&'m AtomicU32),
+}
+
 /// One element's read-modify-write with CPU atomics on the element at `offset` of `mem`, which
-/// is aligned to its size: a single instruction for integer sums, replacement and reads; a
-/// compare-and-swap loop otherwise. Returns the old bits.
+/// is aligned to its size (MPI_ERR_RMA_RANGE otherwise). Returns the old bits.
 pub(crate) fn rmw(mem: &Mem<'_>, offset: usize, acc: Accumulate) -> Result<u64> {
+    let word = match acc.elem.size() {
+        8 => Word::U64(mem.atomic_u64(offset)?),
+        _ => Word::U32(mem.atomic_u32(offset)?),
+    };
+    Ok(rmw_word(word, acc))
+}
+
+/// One element's read-modify-write with CPU atomics on `word`: a single instruction for integer
+/// sums, replacement and reads; a compare-and-swap loop otherwise. Returns the old bits.
+pub(crate) fn rmw_word(word: Word<'_>, acc: Accumulate) -> u64 {
     let sum = matches!(acc.op, AccOp::Apply(Op::Sum)) && !acc.elem.is_float();
     macro_rules! word {
         ($w:expr, $t:ty) => {{
             let w = $w;
             let operand = acc.operand as $t;
-            Ok(match acc.op {
+            (match acc.op {
                 AccOp::Apply(Op::NoOp) => w.load(Ordering::SeqCst),
                 AccOp::Apply(Op::Replace) => w.swap(operand, Ordering::SeqCst),
                 _ if sum => w.fetch_add(operand, Ordering::SeqCst),
@@ -439,12 +455,12 @@ pub(crate) fn rmw(mem: &Mem<'_>, offset: usize, acc: Accumulate) -> Result<u64> 
                         Some(acc.next(old as u64) as $t)
                     })
                     .unwrap_or_else(|old| old),
-            } as u64)
+            }) as u64
         }};
     }
-    match acc.elem.size() {
-        8 => word!(mem.atomic_u64(offset)?, u64),
-        _ => word!(mem.atomic_u32(offset)?, u32),
+    match word {
+        Word::U64(w) => word!(w, u64),
+        Word::U32(w) => word!(w, u32),
     }
 }
 

@@ -43,13 +43,13 @@ macro_rules! atomic_elem {
 }
 atomic_elem!(i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => F32, f64 => F64);
 
-fn bits<T: AtomicElem>(v: T) -> u64 {
+pub(super) fn bits<T: AtomicElem>(v: T) -> u64 {
     let mut b = [0u8; 8];
     b[..T::ELEM.size()].copy_from_slice(bytemuck::bytes_of(&v));
     u64::from_le_bytes(b)
 }
 
-fn from_bits<T: AtomicElem>(v: u64) -> T {
+pub(super) fn from_bits<T: AtomicElem>(v: u64) -> T {
     bytemuck::pod_read_unaligned(&v.to_le_bytes()[..T::ELEM.size()])
 }
 

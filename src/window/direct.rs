@@ -93,6 +93,13 @@ impl<'a> Direct<'a> {
         self.words.get(target)?.as_ref()?.atomic_u64(offset).ok()
     }
 
+    /// `target`'s window memory where its accumulates of aligned elements are CPU atomics
+    /// (mapped, not lent), whatever the element.
+    #[inline]
+    pub(super) fn elements(&self, target: usize) -> Option<&Mem<'a>> {
+        self.elements.get(target)?.as_ref()
+    }
+
     /// The window memory of `target` where an element of `size` bytes at byte `offset` of
     /// `space` is reached as a CPU atomic (mapped, not lent, aligned to its size); `None` where
     /// it is not.

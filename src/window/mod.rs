@@ -16,6 +16,7 @@ mod atomic;
 mod attached;
 mod direct;
 mod dynamic;
+mod loaded;
 mod local;
 mod notify;
 mod pscw;

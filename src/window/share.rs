@@ -3,10 +3,14 @@
 //! [`WindowHandle`] at the same time as the others.
 //!
 //! **How.** The window stays on its thread, which serves the handle's calls one after the
-//! other while the body runs on a scoped thread of its own: each call of a handle is a job sent
-//! to the window's thread, which runs it on the window and sends the result back. So the
-//! window's state is only ever touched by one thread, whatever the others do, and the RMA calls
-//! of all threads are as MPI orders calls of one process made in some sequence.
+//! other while the body runs on a scoped thread of its own: a call of a handle is a job sent to
+//! the window's thread, which runs it on the window and sends the result back. So the window's
+//! state is only ever touched by one thread, whatever the others do, and the RMA calls of all
+//! threads are as MPI orders calls of one process made in some sequence. Calls to a target
+//! whose window memory is mapped here and whose operations complete once issued (shared
+//! memory) are the exception: the calling thread makes them itself (`loaded.rs`), a put or get
+//! as a copy, a fetch_and_op, compare_and_swap or one-element accumulate as a CPU atomic, a
+//! flush as a memory fence, with no job and no lock shared with the other threads.
 //!
 //! **What a handle does.** The calls that move data and their completion: put, get, the
 //! accumulate family, fetch_and_op, compare_and_swap, notified puts and gets and the waits for
@@ -19,11 +23,14 @@
 //! cannot hold up the others' calls. The waits of a handle (`wait_notify`) test and sleep on
 //! the calling thread, leaving the window's thread free for the others.
 //!
-//! **What it costs.** Each call is a round trip between the calling thread and the window's
+//! **What it costs.** A call the calling thread makes itself costs a bounds check and the copy
+//! or the atomic, as the window's own call does, and T threads make T times as many (each
+//! copies with atomic words, so that threads writing the same bytes race as atomics, not as a
+//! data race). Any other call is a round trip between the calling thread and the window's
 //! thread (a job, its reply, and a wake of whichever of them sleeps), and the data of a put or
-//! accumulate is copied into the job, that of a get copied back from the reply. The calls of
-//! the threads are served one at a time, so the message rate of T threads is that of one
-//! window thread, not T times one thread's: this is thread safety, not yet scaling.
+//! accumulate is copied into the job, that of a get copied back from the reply; those calls are
+//! served one at a time, so their message rate is that of one window thread, not T times one
+//! thread's. Over the fabric that is every call: no endpoint per thread yet.
 //!
 //! ```no_run
 //! use onesided::{Assert, Info, Op, ThreadLevel, Window, World};
@@ -55,8 +62,11 @@
 //!
 //! # MPI-4.1: 11.6 (MPI_THREAD_MULTIPLE), 12.7 (semantics and correctness: threads)
 
+use super::atomic::{accumulate_op, bits};
+use super::loaded::Loaded;
 use super::{AtomicElem, Op, Window};
 use crate::error::{Error, ErrorClass, Result};
+use crate::transport::AccOp;
 use bytemuck::Pod;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -82,8 +92,10 @@ const WAIT_SPINS: u32 = 64;
 /// and `Sync`, so `std::thread::scope`, rayon and other thread pools may share it by
 /// reference. Displacements, errors and completion are those of the window's own calls.
 #[derive(Debug)]
-pub struct WindowHandle {
+pub struct WindowHandle<'a> {
     calls: mpsc::Sender<Message>,
+    /// The targets whose data this handle's threads move themselves.
+    loaded: Loaded<'a>,
     rank: usize,
     ranks: usize,
     /// Whether a reply is looked for by spinning before sleeping ([`Pace`]).
@@ -126,11 +138,13 @@ impl<'a> Window<'a> {
     /// not `Send`, so `body` cannot reach them either).
     ///
     /// # MPI-4.1: 11.6 (MPI_THREAD_MULTIPLE), 12.7
-    pub fn share<R: Send>(&self, body: impl FnOnce(&WindowHandle) -> R + Send) -> R {
+    pub fn share<R: Send>(&self, body: impl FnOnce(&WindowHandle<'a>) -> R + Send) -> R {
         let (calls, served) = mpsc::channel();
         let pace = Pace::here(self.direct.all_fenced());
+        let loaded = Loaded::of(self);
         let handle = WindowHandle {
             calls,
+            loaded,
             rank: self.rank(),
             ranks: self.size_of_group(),
             pace,
@@ -141,7 +155,7 @@ impl<'a> Window<'a> {
                 let done = Finished(handle.calls.clone());
                 let out = body(&handle);
                 drop(done);
-                out
+                (out, handle.loaded.moved())
             });
             while let Some(message) = soon(&served, pace) {
                 match message {
@@ -150,7 +164,12 @@ impl<'a> Window<'a> {
                 }
             }
             match body.join() {
-                Ok(out) => out,
+                Ok((out, moved)) => {
+                    if moved {
+                        self.epochs.borrow_mut().issued();
+                    }
+                    out
+                }
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         })
@@ -194,7 +213,7 @@ impl Drop for Finished {
     }
 }
 
-impl WindowHandle {
+impl WindowHandle<'_> {
     /// Run `call` on the window's thread and return its result.
     fn call<R: Send + 'static>(
         &self,
@@ -220,12 +239,21 @@ impl WindowHandle {
 
     /// [`Window::put`] from this thread.
     pub fn put<T: Pod + Send>(&self, origin: &[T], target: usize, disp: usize) -> Result<()> {
+        if self.loaded.put(target, disp, bytemuck::cast_slice(origin)) {
+            return Ok(());
+        }
         let data = origin.to_vec();
         self.call(move |w| w.put(&data, target, disp))
     }
 
     /// [`Window::get`] into this thread's `origin`.
     pub fn get<T: Pod + Send>(&self, origin: &mut [T], target: usize, disp: usize) -> Result<()> {
+        if self
+            .loaded
+            .get(target, disp, bytemuck::cast_slice_mut(origin))
+        {
+            return Ok(());
+        }
         let len = origin.len();
         let data = self.call(move |w| {
             let mut data = vec![T::zeroed(); len];
@@ -243,6 +271,14 @@ impl WindowHandle {
         disp: usize,
         op: Op,
     ) -> Result<()> {
+        if let ([one], Ok(())) = (origin, accumulate_op::<T>(op))
+            && self
+                .loaded
+                .rmw(target, disp, AccOp::Apply(op), *one)
+                .is_some()
+        {
+            return Ok(());
+        }
         let data = origin.to_vec();
         self.call(move |w| w.accumulate(&data, target, disp, op))
     }
@@ -276,6 +312,11 @@ impl WindowHandle {
         disp: usize,
         op: Op,
     ) -> Result<T> {
+        if op.check(T::ELEM).is_ok()
+            && let Some(old) = self.loaded.rmw(target, disp, AccOp::Apply(op), origin)
+        {
+            return Ok(old);
+        }
         self.call(move |w| w.fetch_and_op(origin, target, disp, op))
     }
 
@@ -287,6 +328,14 @@ impl WindowHandle {
         target: usize,
         disp: usize,
     ) -> Result<T> {
+        let swap = AccOp::CompareSwap {
+            compare: bits(compare),
+        };
+        if !T::ELEM.is_float()
+            && let Some(old) = self.loaded.rmw(target, disp, swap, origin)
+        {
+            return Ok(old);
+        }
         self.call(move |w| w.compare_and_swap(origin, compare, target, disp))
     }
 
@@ -348,21 +397,33 @@ impl WindowHandle {
     /// [`Window::flush`] from this thread: completes every operation this process issued to
     /// `target`, from any thread.
     pub fn flush(&self, target: usize) -> Result<()> {
+        if self.loaded.flush(target) {
+            return Ok(());
+        }
         self.call(move |w| w.flush(target))
     }
 
     /// [`Window::flush_local`] from this thread.
     pub fn flush_local(&self, target: usize) -> Result<()> {
+        if self.loaded.flush(target) {
+            return Ok(());
+        }
         self.call(move |w| w.flush_local(target))
     }
 
     /// [`Window::flush_all`] from this thread.
     pub fn flush_all(&self) -> Result<()> {
+        if self.loaded.flush_all() {
+            return Ok(());
+        }
         self.call(|w| w.flush_all())
     }
 
     /// [`Window::flush_local_all`] from this thread.
     pub fn flush_local_all(&self) -> Result<()> {
+        if self.loaded.flush_all() {
+            return Ok(());
+        }
         self.call(|w| w.flush_local_all())
     }
 }

@@ -61,6 +61,10 @@ impl Call {
     }
 }
 
+/// Window words (u64) between the words of two threads: one cache line each, so that threads
+/// writing next to each other do not share a line.
+const STRIDE: usize = 8;
+
 /// The target of thread `i` among `n` ranks: the others than rank 0, in turn.
 fn target_of(i: usize, n: usize) -> usize {
     1 + i % (n - 1)
@@ -79,7 +83,8 @@ fn calls(win: &Window<'_>, call: Call, threads: usize, iters: usize) -> Result<(
             let running: Vec<_> = (0..threads)
                 .map(|i| {
                     s.spawn(move || {
-                        (0..iters).try_for_each(|_| call.on_handle(h, target_of(i, n), i))
+                        let (target, disp) = (target_of(i, n), STRIDE * i);
+                        (0..iters).try_for_each(|_| call.on_handle(h, target, disp))
                     })
                 })
                 .collect();
@@ -118,7 +123,7 @@ pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) 
         threads: Some(threads),
     })?;
     let pass = plan.pass(Kind::Latency, 8);
-    let words = threads.max(1);
+    let words = STRIDE * threads.max(1);
     let win = Window::allocate(world, 8 * words, 8, &Info::new())?;
     let times = timed_calls(world, &win, call, threads, plan.repetitions, pass);
     let checked =
@@ -173,9 +178,9 @@ fn check_counts(
         return Ok(());
     }
     let per_thread = (pass.warmup + pass.iters * plan.repetitions) as u64;
-    let mut words = vec![0u64; threads.max(1)];
+    let mut words = vec![0u64; STRIDE * threads.max(1)];
     win.read_local(0, &mut words)?;
-    for (i, &got) in words.iter().enumerate() {
+    for (i, &got) in words.iter().step_by(STRIDE).enumerate() {
         let mine = target_of(i, n) == me && (i < threads || (threads == 0 && i == 0));
         let want = if mine { per_thread } else { 0 };
         if got != want {
