@@ -78,7 +78,7 @@ pub use protocol::assert::Assert;
 pub use protocol::attach::MAX_ATTACH;
 pub use protocol::lockword::LockType;
 pub use window::{
-    Address, AtomicElem, Flavor, Layout, Model, Op, Request, SharedRegion, TypedWindow, Window,
-    WindowHandle,
+    Address, AtomicElem, Flavor, HandleRequest, Layout, Model, Op, Request, SharedRegion,
+    TypedWindow, Window, WindowHandle,
 };
 pub use world::{Comm, ThreadLevel, World};

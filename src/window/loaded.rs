@@ -155,11 +155,18 @@ impl<'a> Loaded<'a> {
         }
     }
 
+    /// Whether `target` is loaded and a passive-target epoch covers it (where request forms
+    /// may be called).
+    #[inline]
+    pub(super) fn passive(&self, target: usize) -> bool {
+        self.fence_flush.get(target).copied().unwrap_or(false)
+    }
+
     /// Complete every operation to `target` by a fence, if that is what its flush is; `false`
     /// where the window's thread must flush.
     #[inline]
     pub(super) fn flush(&self, target: usize) -> bool {
-        let fenced = self.fence_flush.get(target).copied().unwrap_or(false);
+        let fenced = self.passive(target);
         if fenced {
             fence(Ordering::SeqCst);
         }

@@ -34,7 +34,7 @@ pub use atomic::{AtomicElem, Op};
 pub use dynamic::Address;
 pub use local::SharedRegion;
 pub use request::Request;
-pub use share::WindowHandle;
+pub use share::{HandleRequest, WindowHandle};
 pub use strided::Layout;
 pub use typed::TypedWindow;
 

@@ -14,7 +14,9 @@
 //!
 //! **What a handle does.** The calls that move data and their completion: put, get, the
 //! accumulate family, fetch_and_op, compare_and_swap, notified puts and gets and the waits for
-//! notifications, and flush, flush_local, flush_all, flush_local_all. A flush by one thread
+//! notifications, and flush, flush_local, flush_all, flush_local_all; and the request forms
+//! (rput, rget, raccumulate, rget_accumulate), which complete before they return (a thread
+//! that wants its calls to overlap has the other threads), with a complete [`HandleRequest`]. A flush by one thread
 //! completes every operation this process issued to its target, its own among them, as
 //! MPI-4.1 12.5.4 says of the calling process. Epoch calls (fence, PSCW, lock, unlock and
 //! their `_all` forms) are not calls of a handle: the window's owner opens the epoch before it
@@ -204,6 +206,45 @@ fn soon<T>(from: &mpsc::Receiver<T>, pace: Pace) -> Option<T> {
     from.recv().ok()
 }
 
+/// The request of a handle's request-based call: complete when the call returns, so `wait`,
+/// `test` and awaiting it return at once. `Send`, unlike a window's [`Request`](super::Request).
+#[derive(Debug)]
+#[must_use = "a request says its call completed; wait for it or drop it"]
+pub struct HandleRequest {
+    _complete: (),
+}
+
+impl HandleRequest {
+    /// A request whose call completed.
+    const COMPLETE: HandleRequest = HandleRequest { _complete: () };
+
+    /// Whether the call completed: always, for a handle's call.
+    pub fn is_complete(&self) -> bool {
+        true
+    }
+
+    /// Wait for the call: it completed before its request was returned.
+    pub fn wait(self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Test the call: it completed before its request was returned.
+    pub fn test(&mut self) -> Result<bool> {
+        Ok(true)
+    }
+}
+
+impl std::future::Future for HandleRequest {
+    type Output = Result<()>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
 /// Tells the window's thread that the body is over, on every way out of it.
 struct Finished(mpsc::Sender<Message>);
 
@@ -366,6 +407,86 @@ impl WindowHandle<'_> {
         })?;
         origin.copy_from_slice(&data);
         Ok(())
+    }
+
+    /// [`Window::rput`] from this thread. The put completes at this origin before the call
+    /// returns, so the request is complete: MPI lets a request-based call complete at once,
+    /// and a thread that wants overlap has the other threads.
+    pub fn rput<T: Pod + Send>(
+        &self,
+        origin: &[T],
+        target: usize,
+        disp: usize,
+    ) -> Result<HandleRequest> {
+        if self.loaded.passive(target)
+            && self.loaded.put(target, disp, bytemuck::cast_slice(origin))
+        {
+            return Ok(HandleRequest::COMPLETE);
+        }
+        let data = origin.to_vec();
+        self.call(move |w| w.rput(&data, target, disp)?.wait())?;
+        Ok(HandleRequest::COMPLETE)
+    }
+
+    /// [`Window::rget`] into this thread's `origin`, which holds the data when the call
+    /// returns with a complete request (as [`WindowHandle::rput`]).
+    pub fn rget<T: Pod + Send>(
+        &self,
+        origin: &mut [T],
+        target: usize,
+        disp: usize,
+    ) -> Result<HandleRequest> {
+        if self.loaded.passive(target)
+            && self
+                .loaded
+                .get(target, disp, bytemuck::cast_slice_mut(origin))
+        {
+            return Ok(HandleRequest::COMPLETE);
+        }
+        let len = origin.len();
+        let data = self.call(move |w| {
+            let mut data = vec![T::zeroed(); len];
+            w.rget(&mut data, target, disp)?.wait()?;
+            Ok(data)
+        })?;
+        origin.copy_from_slice(&data);
+        Ok(HandleRequest::COMPLETE)
+    }
+
+    /// [`Window::raccumulate`] from this thread, complete when it returns (as
+    /// [`WindowHandle::rput`]).
+    pub fn raccumulate<T: AtomicElem + Send>(
+        &self,
+        origin: &[T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<HandleRequest> {
+        let data = origin.to_vec();
+        self.call(move |w| w.raccumulate(&data, target, disp, op)?.wait())?;
+        Ok(HandleRequest::COMPLETE)
+    }
+
+    /// [`Window::rget_accumulate`] from this thread; `result` holds the previous values when it
+    /// returns with a complete request (as [`WindowHandle::rput`]).
+    pub fn rget_accumulate<T: AtomicElem + Send>(
+        &self,
+        origin: &[T],
+        result: &mut [T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<HandleRequest> {
+        let data = origin.to_vec();
+        let len = result.len();
+        let previous = self.call(move |w| {
+            let mut previous = vec![T::zeroed(); len];
+            w.rget_accumulate(&data, &mut previous, target, disp, op)?
+                .wait()?;
+            Ok(previous)
+        })?;
+        result.copy_from_slice(&previous);
+        Ok(HandleRequest::COMPLETE)
     }
 
     /// [`Window::test_notify`] from this thread.

@@ -1,8 +1,8 @@
 //! Windows shared with threads ([`Window::share`]) on every transport: 1, 2, 4 and 16 threads
 //! per rank make RMA calls at once through one handle; counts under concurrent fetch_and_op and
 //! accumulates from every thread of every rank are exact, each fetched value is seen once, each
-//! thread's put is visible to its own get after its flush, and so in fence, lock, PSCW and
-//! lock_all epochs; notified puts between threads of neighbouring ranks deliver their data
+//! thread's put (and rput) is visible to its own get (and rget) after its flush, and so in
+//! fence, lock, PSCW and lock_all epochs (request forms only in the passive ones); notified puts between threads of neighbouring ranks deliver their data
 //! first; misuse from a thread gets MPI's error class, and a panic of the body leaves the
 //! window working.
 //!
@@ -82,10 +82,22 @@ pub fn counts(world: &World, flavor: Flavor) -> Res {
                     }
                 }
                 for target in 0..n {
+                    // A request-based put of a first value, then the tag, each read back.
+                    h.rput(&[!0u64], target, slot(me, i))
+                        .ctx("rput")?
+                        .wait()
+                        .ctx("wait of rput")?;
+                    h.flush(target).ctx("flush")?;
+                    let mut back = [0u64];
+                    let mut got = h.rget(&mut back, target, slot(me, i)).ctx("rget")?;
+                    ensure!(
+                        got.test().ctx("test of rget")?,
+                        "rget complete when it returns"
+                    );
+                    ensure_eq!(back[0], !0u64, "own rput to {target} read back by rget");
                     let mine = tag(me, target, i);
                     h.put(&[mine], target, slot(me, i)).ctx("put")?;
                     h.flush(target).ctx("flush")?;
-                    let mut back = [0u64];
                     h.get(&mut back, target, slot(me, i)).ctx("get")?;
                     h.flush_local(target).ctx("flush_local")?;
                     ensure_eq!(back[0], mine, "own put to {target} read back after flush");
@@ -163,6 +175,16 @@ pub fn epochs(world: &World, flavor: Flavor) -> Res {
             }
             on_threads(win, threads, |h, i| {
                 h.put(&[tag(me, round, i)], right, slot(me, i)).ctx("put")?;
+                if epoch == "lock" {
+                    // Request forms are for passive-target epochs only.
+                    let r = h.raccumulate(&[1u64], right, 1, Op::Sum);
+                    return r.ctx("raccumulate")?.wait().ctx("wait");
+                }
+                expect_class(
+                    h.raccumulate(&[1u64], right, 1, Op::Sum),
+                    ErrorClass::RmaSync,
+                    "raccumulate in an active-target epoch",
+                )?;
                 h.accumulate(&[1u64], right, 1, Op::Sum).ctx("accumulate")
             })
             .map_err(|e| format!("{epoch}: {e}"))?;
@@ -250,11 +272,24 @@ pub fn errors(world: &World, flavor: Flavor) -> Res {
         world.barrier().ctx("barrier")?;
         on_threads(win, 2, |h, _| {
             expect_class(h.put(&[1u64], right, 0), ErrorClass::RmaSync, "put outside")?;
+            expect_class(
+                h.rput(&[1u64], right, 0),
+                ErrorClass::RmaSync,
+                "rput outside",
+            )?;
             expect_class(h.flush(right), ErrorClass::RmaSync, "flush outside")
         })?;
         win.lock_all(Assert::NONE).ctx("lock_all")?;
         on_threads(win, 2, |h, _| {
             expect_class(h.put(&[1u64], n, 0), ErrorClass::Rank, "put to rank n")?;
+            let mut one = [0u64];
+            expect_class(h.rget(&mut one, n, 0), ErrorClass::Rank, "rget from rank n")?;
+            let mut two = [0u64; 2];
+            expect_class(
+                h.rget_accumulate(&[1u64; 2], &mut two, right, len - 1, Op::Sum),
+                ErrorClass::RmaRange,
+                "rget_accumulate past the window",
+            )?;
             expect_class(
                 h.put(&[1u64; 2], right, len - 1),
                 ErrorClass::RmaRange,
