@@ -253,14 +253,14 @@ impl<'a> SyncMem<'a> {
         SyncMem(mem)
     }
 
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.0.len
-    }
-
-    /// Whether the view is empty.
-    pub fn is_empty(&self) -> bool {
-        self.0.len == 0
+    /// Where `len` bytes at `offset` are: their first byte's address, how many bytes come
+    /// before the first 8-aligned one (at most `len`), and how many whole 8-byte words follow.
+    fn spans(&self, offset: usize, len: usize) -> Result<(*mut u8, usize, usize), OutOfRange> {
+        self.0.check(offset, len)?;
+        // SAFETY: the range is inside the view (checked), so is its first byte.
+        let base = unsafe { self.0.ptr.as_ptr().add(offset) };
+        let head = base.align_offset(8).min(len);
+        Ok((base, head, (len - head) / 8))
     }
 
     /// The byte at address `p` as an atomic.
@@ -275,11 +275,8 @@ impl<'a> SyncMem<'a> {
 
     /// Copy `src` into the view at `offset`, atomically word by word.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), OutOfRange> {
-        self.0.check(offset, src.len())?;
-        // SAFETY: the range is inside the view (checked), so is every address below.
-        let base = unsafe { self.0.ptr.as_ptr().add(offset) };
-        let head = base.align_offset(8).min(src.len());
-        let words = (src.len() - head) / 8;
+        // Every address below is inside the range `spans` checked.
+        let (base, head, words) = self.spans(offset, src.len())?;
         for (i, &b) in src[..head].iter().enumerate() {
             // SAFETY: `i < head <= src.len()`: inside the range.
             unsafe { Self::byte(base.add(i)) }.store(b, Ordering::Relaxed);
@@ -302,11 +299,8 @@ impl<'a> SyncMem<'a> {
 
     /// Copy bytes at `offset` into `dst`, atomically word by word.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), OutOfRange> {
-        self.0.check(offset, dst.len())?;
-        // SAFETY: the range is inside the view (checked), so is every address below.
-        let base = unsafe { self.0.ptr.as_ptr().add(offset) };
-        let head = base.align_offset(8).min(dst.len());
-        let words = (dst.len() - head) / 8;
+        // Every address below is inside the range `spans` checked.
+        let (base, head, words) = self.spans(offset, dst.len())?;
         for (i, b) in dst[..head].iter_mut().enumerate() {
             // SAFETY: `i < head <= dst.len()`: inside the range.
             *b = unsafe { Self::byte(base.add(i)) }.load(Ordering::Relaxed);
@@ -317,8 +311,7 @@ impl<'a> SyncMem<'a> {
             let word = unsafe { AtomicU64::from_ptr(base.add(at).cast()) };
             dst[at..at + 8].copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
         }
-        let tail = head + 8 * words;
-        for (i, b) in dst.iter_mut().enumerate().skip(tail) {
+        for (i, b) in dst.iter_mut().enumerate().skip(head + 8 * words) {
             // SAFETY: `i < dst.len()`: inside the range.
             *b = unsafe { Self::byte(base.add(i)) }.load(Ordering::Relaxed);
         }

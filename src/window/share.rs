@@ -268,6 +268,22 @@ impl WindowHandle<'_> {
         soon(&answer, self.pace).ok_or_else(ended)?
     }
 
+    /// Run `call` on the window's thread with a buffer as long as `out`, which receives what
+    /// `call` left in it: the calls that return data (get and its kin) from the window's thread.
+    fn call_into<T: Pod + Send>(
+        &self,
+        out: &mut [T],
+        call: impl for<'w, 'a> FnOnce(&'w Window<'a>, &mut [T]) -> Result<()> + Send + 'static,
+    ) -> Result<()> {
+        let len = out.len();
+        let data = self.call(move |w| {
+            let mut data = vec![T::zeroed(); len];
+            call(w, &mut data).map(|()| data)
+        })?;
+        out.copy_from_slice(&data);
+        Ok(())
+    }
+
     /// The communicator rank of this process in the window's group.
     pub fn rank(&self) -> usize {
         self.rank
@@ -295,13 +311,7 @@ impl WindowHandle<'_> {
         {
             return Ok(());
         }
-        let len = origin.len();
-        let data = self.call(move |w| {
-            let mut data = vec![T::zeroed(); len];
-            w.get(&mut data, target, disp).map(|()| data)
-        })?;
-        origin.copy_from_slice(&data);
-        Ok(())
+        self.call_into(origin, move |w, data| w.get(data, target, disp))
     }
 
     /// [`Window::accumulate`] from this thread.
@@ -335,14 +345,9 @@ impl WindowHandle<'_> {
         op: Op,
     ) -> Result<()> {
         let data = origin.to_vec();
-        let len = result.len();
-        let previous = self.call(move |w| {
-            let mut previous = vec![T::zeroed(); len];
-            w.get_accumulate(&data, &mut previous, target, disp, op)
-                .map(|()| previous)
-        })?;
-        result.copy_from_slice(&previous);
-        Ok(())
+        self.call_into(result, move |w, previous| {
+            w.get_accumulate(&data, previous, target, disp, op)
+        })
     }
 
     /// [`Window::fetch_and_op`] from this thread.
@@ -400,13 +405,7 @@ impl WindowHandle<'_> {
         disp: usize,
         id: usize,
     ) -> Result<()> {
-        let len = origin.len();
-        let data = self.call(move |w| {
-            let mut data = vec![T::zeroed(); len];
-            w.get_notify(&mut data, target, disp, id).map(|()| data)
-        })?;
-        origin.copy_from_slice(&data);
-        Ok(())
+        self.call_into(origin, move |w, data| w.get_notify(data, target, disp, id))
     }
 
     /// [`Window::rput`] from this thread. The put completes at this origin before the call
@@ -443,13 +442,7 @@ impl WindowHandle<'_> {
         {
             return Ok(HandleRequest::COMPLETE);
         }
-        let len = origin.len();
-        let data = self.call(move |w| {
-            let mut data = vec![T::zeroed(); len];
-            w.rget(&mut data, target, disp)?.wait()?;
-            Ok(data)
-        })?;
-        origin.copy_from_slice(&data);
+        self.call_into(origin, move |w, data| w.rget(data, target, disp)?.wait())?;
         Ok(HandleRequest::COMPLETE)
     }
 
@@ -478,14 +471,9 @@ impl WindowHandle<'_> {
         op: Op,
     ) -> Result<HandleRequest> {
         let data = origin.to_vec();
-        let len = result.len();
-        let previous = self.call(move |w| {
-            let mut previous = vec![T::zeroed(); len];
-            w.rget_accumulate(&data, &mut previous, target, disp, op)?
-                .wait()?;
-            Ok(previous)
+        self.call_into(result, move |w, previous| {
+            w.rget_accumulate(&data, previous, target, disp, op)?.wait()
         })?;
-        result.copy_from_slice(&previous);
         Ok(HandleRequest::COMPLETE)
     }
 

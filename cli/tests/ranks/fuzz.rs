@@ -248,43 +248,24 @@ fn passive_phase(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut
     Ok(())
 }
 
-/// The arguments of one random RMA call among `n` ranks.
-struct Drawn {
-    target: usize,
-    len: usize,
-    disp: usize,
-    value: u64,
-}
-
-impl Drawn {
-    /// Mostly valid targets and displacements, now and then one past the end.
-    fn new(rng: &mut Rng, n: usize) -> Drawn {
-        let target = if rng.one_in(12) { n } else { rng.below(n) };
-        let len = 1 + rng.below(3);
-        let disp = if rng.one_in(8) {
-            SLOTS + 1 - len + rng.below(2)
-        } else {
-            rng.below(SLOTS + 1 - len)
-        };
-        Drawn {
-            target,
-            len,
-            disp,
-            value: rng.next(),
-        }
-    }
+/// The arguments of one random RMA call among `n` ranks: target, length, displacement and
+/// value; mostly valid targets and displacements, now and then one past the end.
+fn draw(rng: &mut Rng, n: usize) -> (usize, usize, usize, u64) {
+    let target = if rng.one_in(12) { n } else { rng.below(n) };
+    let len = 1 + rng.below(3);
+    let disp = if rng.one_in(8) {
+        SLOTS + 1 - len + rng.below(2)
+    } else {
+        rng.below(SLOTS + 1 - len)
+    };
+    (target, len, disp, rng.next())
 }
 
 /// One random call (synchronization or RMA, valid or not), checked against the model, which
 /// it then advances.
 fn random_rma(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut usize) -> Res {
     *calls += 1;
-    let Drawn {
-        target,
-        len,
-        disp,
-        value,
-    } = Drawn::new(rng, model.n);
+    let (target, len, disp, value) = draw(rng, model.n);
     let rma = model.rma(target, disp, len);
     let moved = match rng.below(12) {
         0 | 1 => check(win.put(&vec![value; len], target, disp), rma, "put")?,
@@ -411,12 +392,7 @@ fn shared_burst(win: &Window<'_>, model: &mut Model, rng: &mut Rng, calls: &mut 
 fn thread_calls(h: &WindowHandle, model: &Model, rng: &mut Rng) -> Result<bool, String> {
     let mut moved = false;
     for _ in 0..CALLS_PER_THREAD {
-        let Drawn {
-            target,
-            len,
-            disp,
-            value,
-        } = Drawn::new(rng, model.n);
+        let (target, len, disp, value) = draw(rng, model.n);
         let rma = model.rma(target, disp, len);
         moved |= match rng.below(7) {
             0 | 1 => check(h.put(&vec![value; len], target, disp), rma, "put")?,
