@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Threads sharing a window (`Window::share`): `onesided bench put_rate` (8-byte put + flush, in
 # a lock_all epoch, rank 0 to rank 1; or get_rate, fop_rate) with -t 0 (rank 0's own thread calls the window, no
-# sharing), -t 1, -t 2 and -t 4 threads, over shared memory and libfabric's tcp provider, every
-# run in turns in each round. Prints, per transport, the median over the rounds of the message
-# rate of each thread count, and the ratios t1/t0 and t2/t1 with their range.
+# sharing), -t 1, -t 2 and -t 4 threads, over shared memory and libfabric's tcp and shm
+# providers, the fabric ones with an endpoint per thread (ONESIDED_FABRIC_THREADS=endpoints, the
+# default) and with every call through the window's thread (=window), every run in turns in each
+# round. Prints, per transport, the median over the rounds of the message rate of each thread
+# count, and the ratios t1/t0 and t2/t1 with their range.
 #
 # usage: compare/threads.sh [ROUNDS] [TEST]      (default 5, put_rate)
 # needs: cargo build --release --bin onesided
@@ -25,18 +27,24 @@ run() {
   env "$@" "$BIN/onesided" bench "$TEST" -t "$t" -i "$iters" | awk '!/^#/ { print $2 }' >> "$work/$name.$t"
 }
 
-# Iterations per thread: tens of milliseconds of calls on each transport, so that starting the
-# threads (tens of microseconds) is lost in them.
+# Iterations per thread: tens to hundreds of milliseconds of calls on each transport, so that
+# starting the threads (and over the fabric their endpoints) is lost in them.
+NAMES="shm fabric_tcp tcp_window fabric_shm shm_window"
 for ((round = 1; round <= ROUNDS; round++)); do
   for t in $THREADS; do
     run shm "$t" 2000000 ONESIDED_TRANSPORT=auto
-    run fabric_tcp "$t" 20000 ONESIDED_TRANSPORT=fabric FI_PROVIDER=tcp
+    for threads in endpoints window; do
+      name=fabric_tcp fast=fabric_shm
+      [[ $threads == window ]] && name=tcp_window fast=shm_window
+      run "$name" "$t" 20000 ONESIDED_TRANSPORT=fabric FI_PROVIDER=tcp ONESIDED_FABRIC_THREADS=$threads
+      run "$fast" "$t" 200000 ONESIDED_TRANSPORT=fabric FI_PROVIDER=shm ONESIDED_FABRIC_THREADS=$threads
+    done
   done
 done
 
 echo "$TEST, $ROUNDS rounds: messages/s (median), ratios median (range)"
 printf '%-12s %12s %12s %12s %12s   %-22s %s\n' transport t0 t1 t2 t4 "t1/t0" "t2/t1"
-for name in shm fabric_tcp; do
+for name in $NAMES; do
   paste "$work/$name.0" "$work/$name.1" "$work/$name.2" "$work/$name.4" | awk -v name="$name" '
     function median(a, k,   i, j, t, b) {
       for (i = 1; i <= k; i++) b[i] = a[i]

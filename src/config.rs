@@ -13,6 +13,7 @@
 //! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands, with local buffers registered even where the provider does not demand it (to run the strict paths on a lenient provider) |
 //! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software`, `verbs`, `served` | NIC atomics for each (type, operation) the provider runs natively, as `accumulate_ops` allows (over tcp;ofi_rxm: `served`); the emulation for all; the NIC for only what RDMA verbs runs (64-bit fetch-add, read, compare-and-swap); or every accumulate served by the target in one message |
 //! | `ONESIDED_FABRIC_PROGRESS` | `wake` (default), `poll` | how the endpoint's progress thread serves this rank's memory while the rank is outside the library: asleep until traffic arrives, in the wait object of a second endpoint that peers on other nodes address, while operations are issued on one without a wait object, which peers on this node address, ringing the process's doorbell (an operation on a computing target: 30-75 us over tcp), or polling one endpoint every millisecond (up to a millisecond; at once when a peer on the node rings the process's doorbell) |
+//! | `ONESIDED_FABRIC_THREADS` | `endpoints` (default), `window` | how the threads of a shared window (`Window::share`) put, get and run NIC atomics over the fabric: each through an endpoint of its own, opened at its first such call, or every call through the window's thread, one at a time |
 //! | `ONESIDED_VERBS_DEVICE` | a verbs device, optionally with its port (`mlx5_0`, `rxe0:1`) | the device and port the direct verbs transport uses; unset: the first device with an active port |
 //! | `ONESIDED_VERBS_GID_INDEX` | a GID table index | the GID queue pairs are addressed by; unset: on Ethernet (RoCE) a RoCE v2 GID holding an IPv4 address, else the first RoCE v2 one; on InfiniBand, none (LIDs) |
 //! | `ONESIDED_PM` | `onesided`, `pmix`, `pmi`, `singleton` | the process manager; unset: detected (see [`ProcessManager`]) |
@@ -32,6 +33,8 @@ pub const ENV_MR_MODE: &str = "ONESIDED_MR_MODE";
 pub const ENV_ATOMICS: &str = "ONESIDED_FABRIC_ATOMICS";
 /// `ONESIDED_FABRIC_PROGRESS`.
 pub const ENV_PROGRESS: &str = "ONESIDED_FABRIC_PROGRESS";
+/// `ONESIDED_FABRIC_THREADS`.
+pub const ENV_THREADS: &str = "ONESIDED_FABRIC_THREADS";
 /// `ONESIDED_VERBS_DEVICE`.
 pub const ENV_VERBS_DEVICE: &str = "ONESIDED_VERBS_DEVICE";
 /// `ONESIDED_VERBS_GID_INDEX`.
@@ -165,6 +168,26 @@ impl Named for Progress {
         &[("wake", Progress::Wake), ("poll", Progress::Poll)];
 }
 
+/// How the threads of a shared window (`Window::share`) reach targets over the fabric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Threads {
+    /// Each thread puts, gets and runs NIC atomics through a libfabric endpoint of its own,
+    /// opened at its first such call and closed when sharing ends, side by side with the other
+    /// threads.
+    #[default]
+    Endpoints,
+    /// Every call of a thread goes to the window's thread, which makes the calls one at a time
+    /// on the window's endpoint (a job and its reply per call).
+    Window,
+}
+
+impl Named for Threads {
+    const NAMES: &'static [(&'static str, Threads)] = &[
+        ("endpoints", Threads::Endpoints),
+        ("window", Threads::Window),
+    ];
+}
+
 /// The process manager a rank joins its job through.
 ///
 /// Detected in this order unless `ONESIDED_PM` (or [`Config::process_manager`]) names one:
@@ -220,6 +243,7 @@ pub(crate) struct FabricConfig {
     pub(crate) mr_mode: MrMode,
     pub(crate) atomics: Atomics,
     pub(crate) progress: Progress,
+    pub(crate) threads: Threads,
 }
 
 /// The verbs settings of a configuration (which device, port and GID the direct verbs transport
@@ -290,7 +314,8 @@ impl fmt::Display for VerbsConfig {
 ///     .provider(Some("tcp"));
 /// assert_eq!(
 ///     config.to_string(),
-///     "transport=fabric provider=tcp mr_mode=provider atomics=auto pm=detect progress=wake verbs=any"
+///     "transport=fabric provider=tcp mr_mode=provider atomics=auto pm=detect progress=wake \
+///      threads=endpoints verbs=any"
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -334,6 +359,7 @@ impl Config {
                 mr_mode: MrMode::parse_named(ENV_MR_MODE, &get(ENV_MR_MODE))?,
                 atomics: Atomics::parse_named(ENV_ATOMICS, &get(ENV_ATOMICS))?,
                 progress: Progress::parse_named(ENV_PROGRESS, &get(ENV_PROGRESS))?,
+                threads: Threads::parse_named(ENV_THREADS, &get(ENV_THREADS))?,
             },
             verbs: VerbsConfig::parse(&get(ENV_VERBS_DEVICE), &get(ENV_VERBS_GID_INDEX))?,
             pm: match get(ENV_PM).as_str() {
@@ -387,6 +413,12 @@ impl Config {
     /// library.
     pub fn progress(mut self, p: Progress) -> Config {
         self.fabric.progress = p;
+        self
+    }
+
+    /// With the threads of shared windows reaching fabric targets as `t` says.
+    pub fn threads(mut self, t: Threads) -> Config {
+        self.fabric.threads = t;
         self
     }
 
@@ -447,13 +479,14 @@ impl fmt::Display for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "transport={} provider={} mr_mode={} atomics={} pm={} progress={} verbs={}",
+            "transport={} provider={} mr_mode={} atomics={} pm={} progress={} threads={} verbs={}",
             self.transport.name(),
             self.fabric.provider.as_deref().unwrap_or("any"),
             self.fabric.mr_mode.name(),
             self.fabric.atomics.name(),
             self.pm.map_or("detect", ProcessManager::name),
             self.fabric.progress.name(),
+            self.fabric.threads.name(),
             self.verbs,
         )
     }
@@ -485,6 +518,7 @@ mod tests {
             ("ONESIDED_MR_MODE", "verbs"),
             ("ONESIDED_FABRIC_ATOMICS", "software"),
             ("ONESIDED_FABRIC_PROGRESS", "poll"),
+            ("ONESIDED_FABRIC_THREADS", "window"),
             ("ONESIDED_PM", "pmi"),
         ])
         .unwrap();
@@ -494,12 +528,13 @@ mod tests {
             .mr_mode(MrMode::Verbs)
             .atomics(Atomics::Software)
             .progress(Progress::Poll)
+            .threads(Threads::Window)
             .process_manager(Some(ProcessManager::Pmi));
         assert_eq!(c, built);
         assert_eq!(
             c.to_string(),
             "transport=fabric provider=tcp mr_mode=verbs atomics=software pm=pmi progress=poll \
-             verbs=any"
+             threads=window verbs=any"
         );
     }
 

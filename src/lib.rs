@@ -34,7 +34,7 @@ extern crate self as onesided;
 
 pub use alloc::AllocMem;
 pub use bytemuck::{Pod, Zeroable};
-pub use config::{Atomics, Config, MrMode, ProcessManager, Progress, TransportChoice};
+pub use config::{Atomics, Config, MrMode, ProcessManager, Progress, Threads, TransportChoice};
 pub use error::{Error, ErrorClass, Result};
 pub use group::Group;
 pub use info::Info;

@@ -483,6 +483,7 @@ static SCENARIOS: &[Scenario] = &[
     flavored("threads::counts", threads::counts, &[2, 4]),
     flavored("threads::epochs", threads::epochs, &[2, 3]),
     flavored("threads::notified", threads::notified, &[2, 3]),
+    flavored("threads::handoff", threads::handoff, &[2, 3]),
     scenario("threads::errors", threads::errors, &[2]),
     flavored("atomics::errors", atomics::errors, &[2]),
     flavored("atomics::target_sleeps", atomics::target_sleeps, &[2]),
@@ -586,6 +587,15 @@ static SCENARIOS: &[Scenario] = &[
         ..scenario(
             "failure::requests_to_dead_rank",
             failure::requests_to_dead_rank,
+            &[3],
+        )
+    },
+    Scenario {
+        flavors: &[Flavor::Create],
+        expect: killed(last, true),
+        ..scenario(
+            "failure::threads_to_dead_rank",
+            failure::threads_to_dead_rank,
             &[3],
         )
     },

@@ -95,6 +95,17 @@ impl Endpoint {
     /// for peers to address, `port.rs`) and start its progress thread, which waits as `idle`
     /// says while the owner is away.
     pub fn open(domain: &Arc<Domain>, idle: Idle) -> Result<Endpoint, FiError> {
+        Endpoint::open_served(domain, idle, true)
+    }
+
+    /// [`Endpoint::open`], with a progress thread or (`served` false) without one: then only
+    /// the calls of its owner and flushes from other threads ([`Flusher`]) drive it, which
+    /// suits an endpoint that only issues (a [`crate::Lane`]).
+    pub(crate) fn open_served(
+        domain: &Arc<Domain>,
+        idle: Idle,
+        served: bool,
+    ) -> Result<Endpoint, FiError> {
         let out = Port::open(domain)?;
         let serve = match idle {
             Idle::Wake => Port::open_waking(domain)?,
@@ -130,9 +141,9 @@ impl Endpoint {
             .ok_or_else(|| FiError::new("bounce buffer", -(libc::ENOMEM as i64)))?;
         let bounce = Region::new(&core, bounce_mem, Access::Local)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let progress = {
+        let progress = if served {
             let (stop, c) = (stop.clone(), SendCore(core.clone()));
-            std::thread::Builder::new()
+            let thread = std::thread::Builder::new()
                 .name("onesided-progress".into())
                 .spawn(move || {
                     let c = c;
@@ -145,7 +156,10 @@ impl Endpoint {
                         "progress thread",
                         -(e.raw_os_error().unwrap_or(libc::EAGAIN) as i64),
                     )
-                })?
+                })?;
+            Some(thread)
+        } else {
+            None
         };
         // Transfers of a batch one operation carries: a local buffer and a remote range each.
         let shared = p.iov_limit().min(p.rma_iov_limit());
@@ -166,7 +180,7 @@ impl Endpoint {
             core,
             progress: Progress {
                 stop,
-                thread: Some(progress),
+                thread: progress,
             },
             bounce,
             peers: RefCell::new(HashMap::new()),
@@ -481,6 +495,11 @@ impl Endpoint {
         }
     }
 
+    /// A handle on this endpoint's completions for other threads ([`Flusher`]).
+    pub fn flusher(&self) -> Flusher {
+        Flusher(self.core.clone())
+    }
+
     /// Whether any operation of this endpoint is in flight.
     pub fn in_flight(&self) -> bool {
         self.core.track().in_flight()
@@ -521,6 +540,50 @@ unsafe fn name_of(ep: *mut sys::fid_ep) -> Result<Vec<u8>, FiError> {
         check("fi_getname", ret)?;
         buf.truncate(len);
         return Ok(buf);
+    }
+}
+
+/// What a thread other than an endpoint's owner may do with it: wait for the operations its
+/// owner issued to a peer ([`Flusher::flush`]), driving its completion queue meanwhile (the
+/// domain is FI_THREAD_SAFE). Keeps the endpoint's libfabric objects open while it lives.
+#[derive(Clone)]
+pub struct Flusher(Arc<Core>);
+
+impl std::fmt::Debug for Flusher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flusher")
+            .field("provider", self.0.domain.provider())
+            .finish()
+    }
+}
+
+impl Flusher {
+    /// [`Endpoint::set_crowded`], from any thread.
+    pub fn set_crowded(&self) {
+        self.0.crowded.store(true, Ordering::Relaxed);
+    }
+
+    /// Wait until every operation the owner had posted to `peer` when this call began has
+    /// settled, however many it posts meanwhile. A failure among them stays for the owner's
+    /// own flush to report. `keep_waiting` as in [`Endpoint::flush`].
+    pub fn flush(&self, peer: Peer, keep_waiting: &dyn Fn() -> Waiting) -> Result<(), FiError> {
+        let core = &self.0;
+        if core.track.quiet() {
+            return Ok(());
+        }
+        let (goal, settled) = core.track().counts(peer.index);
+        if settled >= goal {
+            return Ok(());
+        }
+        let mut patience = Patience::new(core, keep_waiting);
+        loop {
+            core.poll();
+            if core.track().counts(peer.index).1 >= goal {
+                patience.done();
+                return Ok(());
+            }
+            patience.tick("operation")?;
+        }
     }
 }
 

@@ -68,6 +68,8 @@ mod info;
 #[cfg(have_libfabric)]
 mod joint;
 #[cfg(have_libfabric)]
+mod lane;
+#[cfg(have_libfabric)]
 mod latch;
 #[cfg(have_libfabric)]
 mod ledger;
@@ -113,11 +115,13 @@ pub use cache::CacheReport;
 #[cfg(have_libfabric)]
 pub use domain::{AtomicKind, AtomicOp, Datatype, Domain};
 #[cfg(have_libfabric)]
-pub use endpoint::{Endpoint, Idle};
+pub use endpoint::{Endpoint, Flusher, Idle};
 #[cfg(have_libfabric)]
 pub use error::FiError;
 #[cfg(have_libfabric)]
 pub use info::{MrMode, PciAddress, Provider, ProviderSummary, Request, list, load, version};
+#[cfg(have_libfabric)]
+pub use lane::Lane;
 #[cfg(have_libfabric)]
 pub use library::preset;
 #[cfg(have_libfabric)]

@@ -206,6 +206,16 @@ impl<K> Track<K> {
         Some(error.map_or(Ok(()), Err))
     }
 
+    /// How many operations to `peer` were issued so far, and how many of them settled: another
+    /// thread that waits until as many have settled as had been issued when it looked waits
+    /// for every operation issued before it looked (operations to one peer settle in order:
+    /// they share one connection) however many are issued meanwhile.
+    pub(crate) fn counts(&self, peer: u32) -> (u64, u64) {
+        self.peers
+            .get(peer as usize)
+            .map_or((0, 0), |p| (p.issued, p.settled))
+    }
+
     /// Whether nothing is in flight to any peer and no failure waits for a flush: a flush of
     /// any peer would return `Some(Ok)`.
     #[inline]
@@ -318,6 +328,25 @@ mod tests {
             !t.quiet(),
             "an abandoned operation is in flight until it settles"
         );
+    }
+
+    #[test]
+    fn counts_tell_another_thread_when_what_it_saw_issued_has_settled() {
+        let mut t: Track<()> = Track::default();
+        assert_eq!(t.counts(5), (0, 0), "a peer never addressed");
+        let (a, _) = t.issue(0, false, None);
+        let (b, _) = t.issue(0, true, None);
+        let (goal, _) = t.counts(0);
+        assert_eq!(goal, 2);
+        let (c, _) = t.issue(0, false, None);
+        t.settle(a, None);
+        assert!(t.counts(0).1 < goal, "one of the two seen is in flight");
+        t.settle(b, Some("lost".into()));
+        assert_eq!(t.counts(0), (3, 2), "both seen settled, failed or not");
+        t.settle(c, None);
+        let (d, _) = t.issue(0, false, None);
+        assert!(t.withdraw(d).is_none());
+        assert_eq!(t.counts(0), (3, 3), "a withdrawn operation is not counted");
     }
 
     #[test]

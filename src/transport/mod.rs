@@ -437,6 +437,31 @@ pub trait Transport: std::fmt::Debug {
     }
 }
 
+/// Endpoints of their own for the threads of a shared window (`Window::share`), where a
+/// transport has them (the fabric's: `transport/fabric/lanes.rs`): each thread that calls puts
+/// and gets its targets' window memory through its own, side by side with the other threads.
+pub(crate) trait Lanes: Send + Sync + std::fmt::Debug {
+    /// Whether lanes reach `target`.
+    fn reaches(&self, target: usize) -> bool;
+    /// Put `src` at `offset` of `target`'s window memory from the calling thread's lane; `None`
+    /// (nothing done) where lanes do not reach `target` or this thread has none (it could not
+    /// open one), and the window's thread must make the call.
+    fn put(&self, target: usize, offset: usize, src: &[u8]) -> Option<Result<()>>;
+    /// Get `dst` from `offset` of `target`'s window memory, as [`Lanes::put`].
+    fn get(&self, target: usize, offset: usize, dst: &mut [u8]) -> Option<Result<()>>;
+    /// Whether the window runs `acc` at `offset` of `target` on the NIC, as a lane then may (so
+    /// that the lane's is atomic with the window's).
+    fn runs_on_nic(&self, target: usize, offset: usize, acc: Accumulate) -> bool;
+    /// One element's read-modify-write at `offset` of `target`'s window memory, where
+    /// [`Lanes::runs_on_nic`]; its old value, or `None` as [`Lanes::put`].
+    fn rmw(&self, target: usize, offset: usize, acc: Accumulate) -> Option<Result<u64>>;
+    /// Complete at `target` every operation this process had issued to it when the call began,
+    /// by any thread's lane and by the window's thread.
+    fn flush(&self, target: usize) -> Result<()>;
+    /// Complete every operation of every lane and close them: sharing ends.
+    fn drain(&self) -> Result<()>;
+}
+
 /// A transport that reaches memory attached to dynamic windows (MPI_Win_attach): it learns of
 /// this rank's attached memory, which stays borrowed for `'a`, so that origins can reach it.
 pub trait Attach<'a>: Transport {
@@ -451,6 +476,11 @@ pub trait Attach<'a>: Transport {
     /// nothing to do by default.
     fn warm_up(&self) -> Result<()> {
         Ok(())
+    }
+    /// Lanes for the threads of a shared window to the targets `wired` names (routed to this
+    /// transport, in a passive-target epoch), where the transport has them.
+    fn lanes(&self, _wired: &[bool]) -> Option<Box<dyn Lanes>> {
+        None
     }
 }
 

@@ -1,13 +1,15 @@
 //! Whether this node is crowded: more ranks than CPUs. A waiter on a crowded node yields at once
 //! instead of spinning, since the rank it waits for may need the very CPU it would spin on.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Yields of a waiter on a crowded node before it sleeps.
 pub(super) const CROWDED_YIELDS: u32 = 64;
 
 /// Whether this node runs more ranks than it has CPUs ([`set_crowded`]).
 static CROWDED: AtomicBool = AtomicBool::new(false);
+/// How many ranks of the job run on this node ([`set_crowded`]; 1 until told).
+static RANKS_ON_NODE: AtomicUsize = AtomicUsize::new(1);
 /// Whether a progress thread serves this process's memory (set by the fabric transport).
 static PROGRESS_THREAD: AtomicBool = AtomicBool::new(false);
 
@@ -34,6 +36,15 @@ pub(crate) fn set_crowded(ranks_on_node: usize) {
         "waiters spin only on an uncrowded node"
     );
     CROWDED.store(crowded, Ordering::Relaxed);
+    RANKS_ON_NODE.store(ranks_on_node.max(1), Ordering::Relaxed);
+}
+
+/// Whether this node is crowded while `threads` threads of this rank make calls in place of
+/// its own (the threads of a shared window, its own thread asleep meanwhile): the other ranks
+/// of the node and those threads outnumber its CPUs.
+#[cfg(have_libfabric)]
+pub(crate) fn crowded_with(threads: usize) -> bool {
+    RANKS_ON_NODE.load(Ordering::Relaxed) - 1 + threads > online_cpus()
 }
 
 /// Whether this node runs more ranks than it has CPUs (see [`set_crowded`]).

@@ -20,9 +20,9 @@ mod crowd;
 mod pause;
 
 use crowd::CROWDED_YIELDS;
-#[cfg(have_libfabric)]
-pub(crate) use crowd::set_progress_thread;
 pub(crate) use crowd::{crowded, progress_thread, set_crowded};
+#[cfg(have_libfabric)]
+pub(crate) use crowd::{crowded_with, set_progress_thread};
 use pause::Pause;
 
 /// Polls of a fabric between two yields of a waiter.

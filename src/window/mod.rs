@@ -29,6 +29,8 @@ mod sync;
 #[cfg(test)]
 mod tests;
 mod typed;
+mod unreported;
+mod wired;
 
 pub use atomic::{AtomicElem, Op};
 pub use dynamic::Address;
@@ -121,6 +123,8 @@ pub struct Window<'a> {
     barriers: Cell<u64>,
     name: RefCell<String>,
     freed: Cell<bool>,
+    /// A failure of a thread's operation no flush reported before sharing ended (`wired.rs`).
+    unreported: unreported::Unreported,
 }
 
 impl<'a> Window<'a> {

@@ -775,5 +775,6 @@ fn assemble<'a>(comm: &Comm, p: Parts<'a>, forced: bool, collectives: u64) -> Re
         barriers: Cell::new(0),
         name: RefCell::new(String::new()),
         freed: Cell::new(false),
+        unreported: Default::default(),
     })
 }

@@ -10,7 +10,12 @@
 //! whose window memory is mapped here and whose operations complete once issued (shared
 //! memory) are the exception: the calling thread makes them itself (`loaded.rs`), a put or get
 //! as a copy, a fetch_and_op, compare_and_swap or one-element accumulate as a CPU atomic, a
-//! flush as a memory fence, with no job and no lock shared with the other threads.
+//! flush as a memory fence, with no job and no lock shared with the other threads. So are
+//! puts and gets of a target over the fabric in a passive-target epoch, and its fetch_and_op,
+//! compare_and_swap and one-element accumulates where the window runs them on the NIC
+//! (`wired.rs`): the calling thread makes them through an endpoint of its own, opened at its
+//! first such call, and its flush of such a target completes what every thread's endpoint and
+//! the window's thread issued to it.
 //!
 //! **What a handle does.** The calls that move data and their completion: put, get, the
 //! accumulate family, fetch_and_op, compare_and_swap, notified puts and gets and the waits for
@@ -32,7 +37,9 @@
 //! thread (a job, its reply, and a wake of whichever of them sleeps), and the data of a put or
 //! accumulate is copied into the job, that of a get copied back from the reply; those calls are
 //! served one at a time, so their message rate is that of one window thread, not T times one
-//! thread's. Over the fabric that is every call: no endpoint per thread yet.
+//! thread's. Over the network that is every call but the fabric's puts, gets and NIC atomics,
+//! which cost what the window's own do, plus a look at the other threads' endpoints at each
+//! flush.
 //!
 //! ```no_run
 //! use onesided::{Assert, Info, Op, ThreadLevel, Window, World};
@@ -66,11 +73,13 @@
 
 use super::atomic::{accumulate_op, bits};
 use super::loaded::Loaded;
+use super::wired::Wired;
 use super::{AtomicElem, Op, Window};
 use crate::error::{Error, ErrorClass, Result};
 use crate::transport::AccOp;
 use bytemuck::Pod;
-use std::sync::mpsc;
+use std::sync::atomic::{Ordering, fence};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 /// One call of a handle, run on the window's thread.
@@ -98,6 +107,8 @@ pub struct WindowHandle<'a> {
     calls: mpsc::Sender<Message>,
     /// The targets whose data this handle's threads move themselves.
     loaded: Loaded<'a>,
+    /// The targets this handle's threads reach through endpoints of their own.
+    wired: Arc<Wired>,
     rank: usize,
     ranks: usize,
     /// Whether a reply is looked for by spinning before sleeping ([`Pace`]).
@@ -144,9 +155,11 @@ impl<'a> Window<'a> {
         let (calls, served) = mpsc::channel();
         let pace = Pace::here(self.direct.all_fenced());
         let loaded = Loaded::of(self);
+        let wired = Arc::new(Wired::of(self));
         let handle = WindowHandle {
             calls,
             loaded,
+            wired: Arc::clone(&wired),
             rank: self.rank(),
             ranks: self.size_of_group(),
             pace,
@@ -165,7 +178,13 @@ impl<'a> Window<'a> {
                     Message::Done => break,
                 }
             }
-            match body.join() {
+            let joined = body.join();
+            // The threads are gone: what their lanes left in flight completes now, and a
+            // failure no flush reported goes to the window's next completion.
+            if let Err(e) = wired.drain() {
+                self.unreported.keep(e);
+            }
+            match joined {
                 Ok((out, moved)) => {
                     if moved {
                         self.epochs.borrow_mut().issued();
@@ -284,6 +303,11 @@ impl WindowHandle<'_> {
         Ok(())
     }
 
+    /// Have the window's thread take `target`'s lock word where a lazy lock_all has not yet.
+    fn enter(&self, target: usize) -> Result<()> {
+        self.call(move |w| w.enter(target, false))
+    }
+
     /// The communicator rank of this process in the window's group.
     pub fn rank(&self) -> usize {
         self.rank
@@ -296,8 +320,12 @@ impl WindowHandle<'_> {
 
     /// [`Window::put`] from this thread.
     pub fn put<T: Pod + Send>(&self, origin: &[T], target: usize, disp: usize) -> Result<()> {
-        if self.loaded.put(target, disp, bytemuck::cast_slice(origin)) {
+        let bytes = bytemuck::cast_slice(origin);
+        if self.loaded.put(target, disp, bytes) {
             return Ok(());
+        }
+        if let Some(done) = self.wired.put(target, disp, bytes, || self.enter(target)) {
+            return done;
         }
         let data = origin.to_vec();
         self.call(move |w| w.put(&data, target, disp))
@@ -305,11 +333,12 @@ impl WindowHandle<'_> {
 
     /// [`Window::get`] into this thread's `origin`.
     pub fn get<T: Pod + Send>(&self, origin: &mut [T], target: usize, disp: usize) -> Result<()> {
-        if self
-            .loaded
-            .get(target, disp, bytemuck::cast_slice_mut(origin))
-        {
+        let bytes = bytemuck::cast_slice_mut(origin);
+        if self.loaded.get(target, disp, bytes) {
             return Ok(());
+        }
+        if let Some(done) = self.wired.get(target, disp, bytes, || self.enter(target)) {
+            return done;
         }
         self.call_into(origin, move |w, data| w.get(data, target, disp))
     }
@@ -322,13 +351,18 @@ impl WindowHandle<'_> {
         disp: usize,
         op: Op,
     ) -> Result<()> {
-        if let ([one], Ok(())) = (origin, accumulate_op::<T>(op))
-            && self
+        if let ([one], Ok(())) = (origin, accumulate_op::<T>(op)) {
+            if self
                 .loaded
                 .rmw(target, disp, AccOp::Apply(op), *one)
                 .is_some()
-        {
-            return Ok(());
+            {
+                return Ok(());
+            }
+            let enter = || self.enter(target);
+            if let Some(done) = self.wired.rmw(target, disp, AccOp::Apply(op), *one, enter) {
+                return done.map(drop);
+            }
         }
         let data = origin.to_vec();
         self.call(move |w| w.accumulate(&data, target, disp, op))
@@ -358,10 +392,17 @@ impl WindowHandle<'_> {
         disp: usize,
         op: Op,
     ) -> Result<T> {
-        if op.check(T::ELEM).is_ok()
-            && let Some(old) = self.loaded.rmw(target, disp, AccOp::Apply(op), origin)
-        {
-            return Ok(old);
+        if op.check(T::ELEM).is_ok() {
+            if let Some(old) = self.loaded.rmw(target, disp, AccOp::Apply(op), origin) {
+                return Ok(old);
+            }
+            let enter = || self.enter(target);
+            if let Some(done) = self
+                .wired
+                .rmw(target, disp, AccOp::Apply(op), origin, enter)
+            {
+                return done;
+            }
         }
         self.call(move |w| w.fetch_and_op(origin, target, disp, op))
     }
@@ -377,10 +418,16 @@ impl WindowHandle<'_> {
         let swap = AccOp::CompareSwap {
             compare: bits(compare),
         };
-        if !T::ELEM.is_float()
-            && let Some(old) = self.loaded.rmw(target, disp, swap, origin)
-        {
-            return Ok(old);
+        if !T::ELEM.is_float() {
+            if let Some(old) = self.loaded.rmw(target, disp, swap, origin) {
+                return Ok(old);
+            }
+            if let Some(done) = self
+                .wired
+                .rmw(target, disp, swap, origin, || self.enter(target))
+            {
+                return done;
+            }
         }
         self.call(move |w| w.compare_and_swap(origin, compare, target, disp))
     }
@@ -417,10 +464,12 @@ impl WindowHandle<'_> {
         target: usize,
         disp: usize,
     ) -> Result<HandleRequest> {
-        if self.loaded.passive(target)
-            && self.loaded.put(target, disp, bytemuck::cast_slice(origin))
-        {
+        let bytes = bytemuck::cast_slice(origin);
+        if self.loaded.passive(target) && self.loaded.put(target, disp, bytes) {
             return Ok(HandleRequest::COMPLETE);
+        }
+        if let Some(done) = self.wired.put(target, disp, bytes, || self.enter(target)) {
+            return done.map(|()| HandleRequest::COMPLETE);
         }
         let data = origin.to_vec();
         self.call(move |w| w.rput(&data, target, disp)?.wait())?;
@@ -435,12 +484,12 @@ impl WindowHandle<'_> {
         target: usize,
         disp: usize,
     ) -> Result<HandleRequest> {
-        if self.loaded.passive(target)
-            && self
-                .loaded
-                .get(target, disp, bytemuck::cast_slice_mut(origin))
-        {
+        let bytes = bytemuck::cast_slice_mut(origin);
+        if self.loaded.passive(target) && self.loaded.get(target, disp, bytes) {
             return Ok(HandleRequest::COMPLETE);
+        }
+        if let Some(done) = self.wired.get(target, disp, bytes, || self.enter(target)) {
+            return done.map(|()| HandleRequest::COMPLETE);
         }
         self.call_into(origin, move |w, data| w.rget(data, target, disp)?.wait())?;
         Ok(HandleRequest::COMPLETE)
@@ -509,12 +558,16 @@ impl WindowHandle<'_> {
         if self.loaded.flush(target) {
             return Ok(());
         }
+        if let Some(done) = self.wired.flush(target) {
+            return done;
+        }
         self.call(move |w| w.flush(target))
     }
 
     /// [`Window::flush_local`] from this thread.
     pub fn flush_local(&self, target: usize) -> Result<()> {
-        if self.loaded.flush(target) {
+        // A wired target's operations leave their origin buffers free when they return.
+        if self.loaded.flush(target) || self.wired.reaches(target) {
             return Ok(());
         }
         self.call(move |w| w.flush_local(target))
@@ -525,12 +578,28 @@ impl WindowHandle<'_> {
         if self.loaded.flush_all() {
             return Ok(());
         }
-        self.call(|w| w.flush_all())
+        let mut rest = false;
+        for t in 0..self.ranks {
+            match self.wired.flush(t) {
+                Some(done) => done?,
+                None => rest |= !self.loaded.passive(t),
+            }
+        }
+        fence(Ordering::SeqCst);
+        match rest {
+            true => self.call(|w| w.flush_all()),
+            false => Ok(()),
+        }
     }
 
     /// [`Window::flush_local_all`] from this thread.
     pub fn flush_local_all(&self) -> Result<()> {
         if self.loaded.flush_all() {
+            return Ok(());
+        }
+        let rest = (0..self.ranks).any(|t| !self.wired.reaches(t) && !self.loaded.passive(t));
+        fence(Ordering::SeqCst);
+        if !rest {
             return Ok(());
         }
         self.call(|w| w.flush_local_all())

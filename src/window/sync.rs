@@ -357,6 +357,7 @@ impl Window<'_> {
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             return Ok(());
         }
+        self.unreported.take()?;
         self.route(target).flush(target)?;
         if self.routes[target] != self.atomics {
             self.atomic_route().flush(target)?;
@@ -371,6 +372,7 @@ impl Window<'_> {
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             return Ok(());
         }
+        self.unreported.take()?;
         self.transports().try_for_each(|t| t.flush_all())
     }
 

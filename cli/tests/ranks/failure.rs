@@ -183,10 +183,27 @@ fn after_death(
     bytes: usize,
     f: impl FnOnce(&Window<'_>, usize) -> (&'static str, onesided::Result<()>),
 ) -> Res {
+    after_death_covered(world, flavor, bytes, false, f)
+}
+
+/// [`after_death`]; with `covered`, every rank reads from the victim first, so that the epoch
+/// covers it (a lazy lock_all has taken its lock word).
+fn after_death_covered(
+    world: &World,
+    flavor: Flavor,
+    bytes: usize,
+    covered: bool,
+    f: impl FnOnce(&Window<'_>, usize) -> (&'static str, onesided::Result<()>),
+) -> Res {
     let (me, n) = (world.rank(), world.size());
     let victim = n - 1;
     with_window(world, flavor, bytes, 8, &Info::new(), |win| {
         win.lock_all(Assert::NONE).ctx("lock_all")?;
+        if covered {
+            let mut one = [0u64];
+            win.get(&mut one, victim, 0).ctx("get before the death")?;
+            win.flush(victim).ctx("flush")?;
+        }
         world.barrier().ctx("barrier")?;
         if me == victim {
             std::thread::sleep(BEFORE_DEATH);
@@ -216,6 +233,39 @@ pub fn requests_to_dead_rank(world: &World, flavor: Flavor) -> Res {
             Ok(())
         })();
         ("rgets from a dead rank", r)
+    })
+}
+
+/// The last rank dies inside a lock_all epoch of every rank, after every rank read from it
+/// (so the epoch covers it); the others then share their window with two threads, each of
+/// which puts words to it one by one and reads one back (over the fabric, once the job has a
+/// failure, through the window's thread rather than endpoints of their own), and close the
+/// epoch: a thread's call, or the unlock_all that completes what the threads left in flight,
+/// must fail with MPI_ERR_PROC_FAILED within bounded time.
+pub fn threads_to_dead_rank(world: &World, flavor: Flavor) -> Res {
+    after_death_covered(world, flavor, 64, true, |win, victim| {
+        let shared = win.share(|h| {
+            std::thread::scope(|s| {
+                let threads: Vec<_> = (0..2)
+                    .map(|i| {
+                        s.spawn(move || {
+                            for w in 0..4 {
+                                h.put(&[1u64], victim, 4 * i + w)?;
+                            }
+                            let mut one = [0u64];
+                            h.get(&mut one, victim, 4 * i)
+                        })
+                    })
+                    .collect();
+                let done: Vec<onesided::Result<()>> = threads
+                    .into_iter()
+                    .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect();
+                done.into_iter().collect::<onesided::Result<()>>()
+            })
+        });
+        let closed = win.unlock_all();
+        ("threads' calls to a dead rank", shared.and(closed))
     })
 }
 

@@ -215,6 +215,69 @@ pub fn epochs(world: &World, flavor: Flavor) -> Res {
     })
 }
 
+/// Puts of [`handoff`], one word each: small puts return before they are delivered (over the
+/// fabric they are injected), so some are still in flight when a flush that ignored them
+/// would have returned.
+const HANDED: usize = 4096;
+
+/// A flush by one thread completes another thread's puts: in a lock_all epoch, thread 0 of
+/// every rank puts [`HANDED`] words one by one to the right neighbour and flushes nothing;
+/// thread 1 then flushes the neighbour and raises its flag by fetch_and_op; thread 2 waits for
+/// its own flag (raised by the left neighbour) and reads its window: every word of the left
+/// neighbour's puts is there.
+pub fn handoff(world: &World, flavor: Flavor) -> Res {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (me, n) = (world.rank(), world.size());
+    let right = (me + 1) % n;
+    let left = (me + n - 1) % n;
+    let word = |from: usize, to: usize, w: usize| tag(from, to, 0) ^ w as u64;
+    with_window(world, flavor, 8 * (1 + HANDED), 8, &Info::new(), |win| {
+        win.write_local(0, &vec![0u64; 1 + HANDED])
+            .ctx("write_local")?;
+        world.barrier().ctx("barrier")?;
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        let put = AtomicBool::new(false);
+        on_threads(win, 3, |h, i| match i {
+            0 => {
+                for w in 0..HANDED {
+                    h.put(&[word(me, right, w)], right, 1 + w).ctx("put")?;
+                }
+                put.store(true, Ordering::Release);
+                Ok(())
+            }
+            1 => {
+                while !put.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                h.flush(right).ctx("flush of the other thread's put")?;
+                h.fetch_and_op(1u64, right, 0, Op::Sum).ctx("raise")?;
+                h.flush(right).ctx("flush of the flag")
+            }
+            _ => {
+                let since = std::time::Instant::now();
+                while h.fetch_and_op(0u64, me, 0, Op::NoOp).ctx("look")? == 0 {
+                    ensure!(
+                        since.elapsed() < std::time::Duration::from_secs(30),
+                        "no flag from rank {left} after 30 s"
+                    );
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+                let mut got = vec![0u64; HANDED];
+                h.get(&mut got, me, 1).ctx("get of own window")?;
+                let wrong = (0..HANDED).filter(|&w| got[w] != word(left, me, w)).count();
+                ensure_eq!(
+                    wrong,
+                    0,
+                    "words of rank {left}'s put missing once its flag was up"
+                );
+                Ok(())
+            }
+        })?;
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")
+    })
+}
+
 /// Rounds of [`notified`].
 const ROUNDS: usize = 10;
 

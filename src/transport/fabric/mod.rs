@@ -18,19 +18,22 @@
 
 mod atomics;
 mod key;
+mod lanes;
 mod names;
 pub(crate) mod prereg;
 pub(crate) mod presets;
 mod resources;
 mod served;
 mod server;
+mod span;
+mod waits;
 
 use super::{
-    Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, NotifiedWindow, Opened, Part,
-    Path, Pending, Reach, Space, Transport, foreign, locked_accumulate, locked_accumulate_many,
-    notice_data, outside, signal_and_wait, under_acc_lock, unserved,
+    Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, Lanes, NativeOps, NotifiedWindow, Opened,
+    Part, Path, Pending, Reach, Space, Transport, foreign, locked_accumulate,
+    locked_accumulate_many, notice_data, outside, signal_and_wait, under_acc_lock, unserved,
 };
-use crate::config::FabricConfig;
+use crate::config::{FabricConfig, Threads};
 use crate::error::{Error, ErrorClass, Result};
 use crate::peers::Peers;
 use crate::protocol::layout;
@@ -41,9 +44,11 @@ use onesided_fabric as fi;
 use onesided_shm::Mem;
 pub(crate) use resources::release;
 use resources::{Resources, resources};
+use span::Span;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::task::Waker;
+use waits::waiting;
 
 /// Calls of `progress` between two looks at whether a peer is stopped (a look reads the clock).
 const STOPPED_EVERY: u32 = 64;
@@ -63,14 +68,6 @@ fn ticket(pending: &Pending) -> Result<Option<(usize, &fi::Ticket)>> {
     }
 }
 
-/// A remote region as operations address it.
-#[derive(Debug, Clone, Copy)]
-struct Span {
-    base: u64,
-    key: u64,
-    len: usize,
-}
-
 #[derive(Debug)]
 struct Target {
     peer: fi::Peer,
@@ -80,6 +77,9 @@ struct Target {
     lead: u64,
     /// [`FabricKey::notify`].
     notify: u32,
+    /// The address it was inserted at, and its process where it runs on this node (for lanes).
+    name: Vec<u8>,
+    pid: Option<u32>,
 }
 
 /// This rank's endpoint and registrations, before the keys are exchanged.
@@ -90,6 +90,8 @@ struct Local<'a> {
     key: FabricKey,
     /// The window's registration for notifications that come with their writes.
     notified: Option<NotifiedWindow>,
+    /// The threads of a shared window have lanes (`ONESIDED_FABRIC_THREADS`).
+    lanes: bool,
 }
 
 fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> Result<Local<'a>> {
@@ -132,6 +134,7 @@ fn open_local<'a>(config: &FabricConfig, ctrl: Mem<'static>, data: Mem<'a>) -> R
         data,
         key,
         notified,
+        lanes: config.threads == Threads::Endpoints,
     })
 }
 
@@ -158,6 +161,8 @@ pub struct FabricTransport<'a> {
     attached: RefCell<Vec<fi::Region<'a>>>,
     /// The notifications that arrived with their writes (`transport/notices.rs`).
     notified: Option<NotifiedWindow>,
+    /// The threads of a shared window have lanes (`ONESIDED_FABRIC_THREADS`).
+    lanes: bool,
     /// This thread's endpoint, shared with its other windows (after the regions: they are
     /// closed first).
     res: Rc<Resources>,
@@ -271,6 +276,8 @@ impl<'a> Opened<'a> for OpenedFabric<'a> {
                     data: remote(&k.data, k.len)?,
                     lead: k.lead,
                     notify: k.notify,
+                    name: name.clone(),
+                    pid,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -318,6 +325,7 @@ impl<'a> Opened<'a> for OpenedFabric<'a> {
             _data: local.data,
             attached: RefCell::new(Vec::new()),
             notified: local.notified,
+            lanes: local.lanes,
         })
     }
 }
@@ -354,17 +362,9 @@ impl<'a> FabricTransport<'a> {
         }
     }
 
-    /// How a wait on `target` should go on: give up once the job has a failure or the rank's
-    /// process is gone (a rank that finished and exited is no reason to fail a wait on
-    /// others); while a rank is stopped, sleep until traffic arrives instead of polling.
+    /// How a wait on `target` should go on ([`waiting`]).
     fn alive(&self, target: usize) -> fi::Waiting {
-        if self.peers.job_alive().is_err() || self.peers.gone(target) {
-            fi::Waiting::GiveUp
-        } else if self.peers.any_stopped() {
-            fi::Waiting::Idle
-        } else {
-            fi::Waiting::Poll
-        }
+        waiting(&self.peers, target)
     }
 
     /// How a wait on operations to every rank of `targets` should go on: give up when one is
@@ -766,6 +766,42 @@ impl<'a> Attach<'a> for FabricTransport<'a> {
         if let Some(i) = attached.iter().position(|r| r.mem().addr() as u64 == addr) {
             attached.swap_remove(i);
         }
+    }
+
+    /// Lanes on this window's domain to the `wired` targets' window memory (keys are mapped
+    /// once per domain, so every endpoint of it uses the window's).
+    fn lanes(&self, wired: &[bool]) -> Option<Box<dyn Lanes>> {
+        if !self.lanes {
+            return None;
+        }
+        let targets = self
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(r, t)| {
+                wired
+                    .get(r)
+                    .copied()
+                    .unwrap_or(false)
+                    .then(|| lanes::LaneTarget {
+                        name: t.name.clone(),
+                        pid: t.pid,
+                        data: t.data,
+                        peer: t.peer,
+                        lead: t.lead,
+                    })
+            })
+            .collect::<Vec<_>>();
+        targets.iter().any(Option::is_some).then(|| {
+            let ep = &self.res.ep;
+            Box::new(lanes::FabricLanes::new(
+                ep.domain().clone(),
+                targets,
+                ep.flusher(),
+                (self.caps.native_atomics, self.res.served),
+                self.peers.clone(),
+            )) as Box<dyn Lanes>
+        })
     }
 
     /// Read 8 bytes of the control block of every rank this endpoint has not read from yet:

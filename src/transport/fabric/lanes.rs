@@ -1,0 +1,352 @@
+//! Endpoints of their own for the threads of a shared window (`Window::share`): the first put,
+//! get or NIC atomic a thread makes to a target over the fabric opens an endpoint for that
+//! thread (a lane) on the window's domain, with the window's targets inserted, and every later
+//! one of that thread goes through it. So threads issue and complete their operations side by side, each
+//! on its own queues and completion bookkeeping, none queued behind another or behind the
+//! window's thread.
+//!
+//! A lane reaches the targets' window memory with the keys the window's endpoint learnt (one
+//! domain: mapped keys hold for every endpoint of it). It serves nothing: the targets' own
+//! endpoints and progress threads serve its operations, as they serve the window's.
+//!
+//! A flush by any thread completes what every lane and the window's endpoint had issued to its
+//! target when it began ([`fi::Flusher`]), as MPI-4.1 12.5.4 says of a process; a failure of an
+//! operation of another thread's lane is reported by that thread's next flush, and what no
+//! thread flushed by the time sharing ends is completed then (`Lanes::drain`).
+//!
+//! What it costs: per thread that calls, up to one per CPU this process may use (threads beyond
+//! share them in turn), one libfabric endpoint (its queues and a 64 KiB bounce buffer, and what
+//! the provider allocates per endpoint: tens of megabytes over verbs;ofi_rxm; no progress
+//! thread: nothing addresses a lane, and its threads drive it in their calls) and a connection
+//! to each target it reaches, opened at its first operation; all closed when sharing ends. (With a progress thread per lane looking every millisecond, 16 threads in each
+//! of 4 ranks on 2 CPUs took several times as long.)
+
+use super::names::{atomic_op, datatype, fi_err};
+use super::span::Span;
+use super::waits::waiting;
+use crate::error::Result;
+use crate::peers::Peers;
+use crate::protocol::native::NativeOps;
+use crate::transport::Lanes;
+use crate::transport::outside;
+use crate::transport::{AccOp, Accumulate, Path, path_at};
+use onesided_fabric as fi;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+
+/// Numbers the sets of lanes, so that a thread's cache never mistakes one for another.
+static SETS: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's lanes, by the number of their set.
+    static MINE: RefCell<Vec<(u64, Weak<Lane>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A target as lanes reach it.
+#[derive(Debug, Clone)]
+pub(super) struct LaneTarget {
+    /// Its endpoint's address, as the window's endpoint inserted it.
+    pub(super) name: Vec<u8>,
+    /// Its process, where it runs on this node.
+    pub(super) pid: Option<u32>,
+    /// Its window memory.
+    pub(super) data: Span,
+    /// It as the window's endpoint addresses it.
+    pub(super) peer: fi::Peer,
+    /// Its window memory's address modulo 8 (`FabricKey::lead`).
+    pub(super) lead: u64,
+}
+
+/// An endpoint of one thread, or of several in turn (beyond [`FabricLanes::most`]), and its
+/// targets.
+#[derive(Debug)]
+struct Lane {
+    /// Used by its threads one at a time, and closed by the window's (which holds the last
+    /// reference).
+    ep: Mutex<fi::Lane>,
+    flusher: fi::Flusher,
+    /// Per target of the set: as this endpoint addresses it.
+    peers: Vec<Option<fi::Peer>>,
+}
+
+/// The lanes of one shared window.
+#[derive(Debug)]
+pub(crate) struct FabricLanes {
+    set: u64,
+    domain: Arc<fi::Domain>,
+    /// Per rank of the window: where lanes reach it, if they do.
+    targets: Vec<Option<LaneTarget>>,
+    /// The window's endpoint, for flushes of what the window's thread issued.
+    window: fi::Flusher,
+    /// The accumulates the window runs on the NIC, unless the targets serve them all.
+    native: NativeOps,
+    served: bool,
+    peers: Peers,
+    /// Every lane opened so far. Read (by flushes, side by side) far more often than written
+    /// (once per thread).
+    lanes: RwLock<Vec<Arc<Lane>>>,
+    /// A lane could not be opened: the threads' calls go to the window's thread instead.
+    refused: AtomicBool,
+    /// The most lanes: one per CPU this process may use. Threads beyond share them, each
+    /// taking one in turn (a lane's mutex then orders their calls): an endpoint of the verbs
+    /// provider takes tens of megabytes, and 16 per rank exhausted the 2 GiB of the software
+    /// RoCE guest.
+    most: usize,
+    /// The threads that took a lane so far.
+    threads: AtomicUsize,
+}
+
+impl FabricLanes {
+    /// Lanes on `domain` to `targets`; `window` flushes the window's endpoint, `native` and
+    /// `served` say how the window's accumulates go.
+    pub(super) fn new(
+        domain: Arc<fi::Domain>,
+        targets: Vec<Option<LaneTarget>>,
+        window: fi::Flusher,
+        (native, served): (NativeOps, bool),
+        peers: Peers,
+    ) -> FabricLanes {
+        FabricLanes {
+            set: SETS.fetch_add(1, Ordering::Relaxed),
+            domain,
+            targets,
+            window,
+            native,
+            served,
+            peers,
+            lanes: RwLock::default(),
+            refused: AtomicBool::new(false),
+            most: std::thread::available_parallelism().map_or(1, usize::from),
+            threads: AtomicUsize::new(0),
+        }
+    }
+
+    /// How a wait on `target` goes on (as the window's own waits).
+    fn alive(&self, target: usize) -> fi::Waiting {
+        waiting(&self.peers, target)
+    }
+
+    /// The calling thread's lane: at its first call, a new one while there are fewer than
+    /// [`FabricLanes::most`], else one of those in turn; `None` where none can be opened, and
+    /// once the job has a failure: the window's thread then makes the calls and reports it
+    /// (over verbs;ofi_rxm, a lane's first operation to a rank that had died, which connects
+    /// anew, was not seen to fail before the launcher stopped the job).
+    fn mine(&self) -> Option<Arc<Lane>> {
+        if self.peers.job_alive().is_err() {
+            return None;
+        }
+        let found = MINE.with(|mine| {
+            let mine = mine.borrow();
+            let (_, lane) = mine.iter().find(|(set, _)| *set == self.set)?;
+            lane.upgrade()
+        });
+        if found.is_some() || self.refused.load(Ordering::Relaxed) {
+            return found;
+        }
+        let lane = {
+            let mut lanes = self.lanes.write().unwrap_or_else(PoisonError::into_inner);
+            let threads = self.threads.fetch_add(1, Ordering::Relaxed) + 1;
+            let lane = match lanes.len() < self.most {
+                true => match self.open() {
+                    Ok(lane) => {
+                        tracing::debug!(
+                            targets = lane.peers.len(),
+                            "opened an endpoint for this thread"
+                        );
+                        let lane = Arc::new(lane);
+                        lanes.push(Arc::clone(&lane));
+                        lane
+                    }
+                    Err(e) => {
+                        tracing::debug!(
+                            %e,
+                            "no endpoint for a thread: the threads' calls go to the window's"
+                        );
+                        self.refused.store(true, Ordering::Relaxed);
+                        return None;
+                    }
+                },
+                false => Arc::clone(&lanes[(threads - 1) % lanes.len()]),
+            };
+            // Threads that outnumber the CPUs poll their lanes without spinning first: a
+            // spinning waiter holds the CPU the progress it waits for needs (over tcp on 2 CPUs,
+            // put_rate -t 4 made 17-20 k/s spinning, 32-36 k/s not).
+            if crate::wait::crowded() || crate::wait::crowded_with(threads) {
+                lanes.iter().for_each(|l| l.flusher.set_crowded());
+            }
+            lane
+        };
+        MINE.with(|mine| {
+            let mut mine = mine.borrow_mut();
+            mine.retain(|(_, lane)| lane.strong_count() > 0);
+            mine.push((self.set, Arc::downgrade(&lane)));
+        });
+        Some(lane)
+    }
+
+    /// A new endpoint on the window's domain, every target inserted.
+    fn open(&self) -> Result<Lane> {
+        let ep = fi::Lane::open(&self.domain).map_err(fi_err)?;
+        let peers = self
+            .targets
+            .iter()
+            .map(|t| {
+                let Some(t) = t else { return Ok(None) };
+                let peer = ep.insert(&t.name).map_err(fi_err)?;
+                if let Some(pid) = t.pid {
+                    ep.set_pid(peer, pid);
+                }
+                Ok(Some(peer))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Lane {
+            flusher: ep.flusher(),
+            ep: Mutex::new(ep),
+            peers,
+        })
+    }
+
+    /// Where `len` bytes at `offset` of `target`'s window memory are, for `lane`; `None` where
+    /// lanes do not reach `target`.
+    fn at(
+        &self,
+        lane: &Lane,
+        target: usize,
+        offset: usize,
+        len: usize,
+    ) -> Option<Result<fi::Remote>> {
+        let t = self.targets.get(target)?.as_ref()?;
+        let peer = (*lane.peers.get(target)?)?;
+        Some(match offset.checked_add(len) {
+            Some(end) if end <= t.data.len => Ok(fi::Remote {
+                peer,
+                addr: t.data.base + offset as u64,
+                key: t.data.key,
+            }),
+            _ => Err(outside(target, offset, len, t.data.len)),
+        })
+    }
+
+    /// Complete every operation any thread's lane issued to `target` before this call (the
+    /// window's endpoint is the caller's).
+    fn flush_lanes(&self, target: usize) -> Result<()> {
+        let live = || self.alive(target);
+        let lanes = self.lanes.read().unwrap_or_else(PoisonError::into_inner);
+        let mine = MINE.with(|mine| {
+            let mine = mine.borrow();
+            mine.iter()
+                .find(|(set, _)| *set == self.set)
+                .and_then(|(_, lane)| lane.upgrade())
+        });
+        for lane in lanes.iter() {
+            let Some(Some(peer)) = lane.peers.get(target) else {
+                continue;
+            };
+            let own = mine.as_ref().is_some_and(|m| Arc::ptr_eq(m, lane));
+            if own {
+                let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
+                ep.flush(*peer, &live).map_err(fi_err)?;
+            } else {
+                lane.flusher.flush(*peer, &live).map_err(fi_err)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Lanes for FabricLanes {
+    fn put(&self, target: usize, offset: usize, src: &[u8]) -> Option<Result<()>> {
+        let lane = self.mine()?;
+        let to = match self.at(&lane, target, offset, src.len())? {
+            Ok(to) => to,
+            Err(e) => return Some(Err(e)),
+        };
+        if src.is_empty() {
+            return Some(Ok(()));
+        }
+        let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(ep.write(src, to, &|| self.alive(target)).map_err(fi_err))
+    }
+
+    fn get(&self, target: usize, offset: usize, dst: &mut [u8]) -> Option<Result<()>> {
+        let lane = self.mine()?;
+        let from = match self.at(&lane, target, offset, dst.len())? {
+            Ok(from) => from,
+            Err(e) => return Some(Err(e)),
+        };
+        if dst.is_empty() {
+            return Some(Ok(()));
+        }
+        let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(ep.read(dst, from, &|| self.alive(target)).map_err(fi_err))
+    }
+
+    /// As `FabricTransport::path` decides for the window's own accumulate; where it is not on
+    /// the NIC, the window's thread makes it, under the target's lock or as a call the target
+    /// serves.
+    fn runs_on_nic(&self, target: usize, offset: usize, acc: Accumulate) -> bool {
+        let Some(Some(t)) = self.targets.get(target) else {
+            return false;
+        };
+        let at = t.lead.wrapping_add(offset as u64);
+        let path = path_at(self.native, at, acc.elem, acc.op.kind(), acc.same_op);
+        !self.served && path == Path::Native
+    }
+
+    fn rmw(&self, target: usize, offset: usize, acc: Accumulate) -> Option<Result<u64>> {
+        if !self.runs_on_nic(target, offset, acc) {
+            return None;
+        }
+        let lane = self.mine()?;
+        let to = match self.at(&lane, target, offset, acc.elem.size())? {
+            Ok(to) => to,
+            Err(e) => return Some(Err(e)),
+        };
+        let (dt, live) = (datatype(acc.elem), || self.alive(target));
+        let operand = acc.operand.to_le_bytes();
+        let mut old = [0u8; 8];
+        let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
+        let done = match acc.op {
+            AccOp::CompareSwap { compare } => {
+                let compare = compare.to_le_bytes();
+                ep.compare_swap(dt, &compare, &operand, &mut old, to, &live)
+            }
+            AccOp::Apply(op) => ep.fetch_atomic(dt, atomic_op(op), &operand, &mut old, to, &live),
+        };
+        Some(done.map(|()| u64::from_le_bytes(old)).map_err(fi_err))
+    }
+
+    fn reaches(&self, target: usize) -> bool {
+        self.targets.get(target).is_some_and(Option::is_some)
+    }
+
+    fn flush(&self, target: usize) -> Result<()> {
+        let Some(Some(t)) = self.targets.get(target) else {
+            return Ok(());
+        };
+        self.flush_lanes(target)?;
+        self.window
+            .flush(t.peer, &|| self.alive(target))
+            .map_err(fi_err)
+    }
+
+    /// Every lane's operations to every target, each lane flushed as its own thread would
+    /// (the threads are gone): the first failure returns, after every lane was flushed.
+    fn drain(&self) -> Result<()> {
+        let lanes =
+            std::mem::take(&mut *self.lanes.write().unwrap_or_else(PoisonError::into_inner));
+        let mut first = Ok(());
+        for lane in &lanes {
+            let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
+            for (target, peer) in lane.peers.iter().enumerate() {
+                let Some(peer) = peer else { continue };
+                let flushed = ep.flush(*peer, &|| self.alive(target)).map_err(fi_err);
+                if first.is_ok() {
+                    first = flushed;
+                }
+            }
+        }
+        first
+    }
+}

@@ -1,0 +1,185 @@
+//! The targets the threads of a shared window ([`Window::share`]) reach over the network
+//! through endpoints of their own (lanes, where the target's transport has them: the fabric's),
+//! with no call to the window's thread: a thread's put and get of such a target go through its
+//! lane, as do its fetch_and_op, compare_and_swap and one-element accumulate where the window
+//! runs that accumulate on the NIC (so that the lane's is atomic with the window's), and its
+//! flush completes what every lane and the window's thread issued to the target.
+//!
+//! Like the loaded targets (`loaded.rs`), read once when sharing starts: a target is wired when
+//! a passive-target epoch covers it, its data and its atomics take the same transport, and the
+//! window is not dynamic (attached memory is found through its owner's table, which the
+//! window's thread keeps). A lock_all takes a network target's lock word at the first call to
+//! it: the first thread to call such a target has the window's thread take it first (one call
+//! to that thread per target), then goes through its lane like the others. A call that fails
+//! a check here (range) goes to the window's thread, which reports it as the window does.
+
+use super::atomic::{bits, from_bits};
+use super::{AtomicElem, Extent, Flavor, Window};
+use crate::error::Result;
+use crate::protocol::passive::Access;
+use crate::transport::{AccOp, Accumulate, Lanes};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The wired targets of a shared window.
+#[derive(Debug)]
+pub(super) struct Wired {
+    lanes: Option<Box<dyn Lanes>>,
+    extents: Vec<Extent>,
+    /// Per target: the epoch covers it now (a lazy lock_all has taken its lock word).
+    covered: Vec<AtomicBool>,
+    /// The `same_op` hint of the window's accumulates.
+    same_op: bool,
+}
+
+impl Wired {
+    /// The wired targets of `win` in its epoch now.
+    pub(super) fn of(win: &Window<'_>) -> Wired {
+        let none = || Wired {
+            lanes: None,
+            extents: Vec::new(),
+            covered: Vec::new(),
+            same_op: false,
+        };
+        if win.flavor == Flavor::Dynamic {
+            return none();
+        }
+        let epochs = win.epochs.borrow();
+        let n = win.size_of_group();
+        let wanted: Vec<bool> = (0..n)
+            .map(|t| {
+                !win.direct.fenced(t)
+                    && win.routes[t] == win.atomics
+                    && epochs.access(t).is_ok()
+                    && epochs.flush(t).is_ok()
+            })
+            .collect();
+        let Some(first) = (0..n).find(|&t| wanted[t]) else {
+            return none();
+        };
+        // The targets of the first such target's transport (a window's network targets take
+        // one).
+        let route = win.routes[first];
+        let wired: Vec<bool> = (0..n)
+            .map(|t| wanted[t] && win.routes[t] == route)
+            .collect();
+        Wired {
+            lanes: win.transports[route].lanes(&wired),
+            extents: win.extents.clone(),
+            covered: (0..n)
+                .map(|t| AtomicBool::new(matches!(epochs.access(t), Ok(Access::Ready))))
+                .collect(),
+            same_op: win.hints.get().same_op,
+        }
+    }
+
+    /// Where `len` bytes at displacement `disp` of `target` are, if it is wired and they are
+    /// inside its window; `enter` has the window's thread take the target's lock word where
+    /// the epoch does not cover it yet (its failure is the call's).
+    #[inline]
+    fn place(
+        &self,
+        target: usize,
+        disp: usize,
+        len: usize,
+        enter: impl FnOnce() -> Result<()>,
+    ) -> Option<Result<(&dyn Lanes, usize)>> {
+        let lanes = self.lanes.as_deref().filter(|l| l.reaches(target))?;
+        let e = self.extents.get(target)?;
+        let off = disp.checked_mul(e.disp_unit)?;
+        if off.checked_add(len)? > e.size {
+            return None;
+        }
+        let covered = &self.covered[target];
+        if !covered.load(Ordering::Acquire) {
+            if let Err(e) = enter() {
+                return Some(Err(e));
+            }
+            covered.store(true, Ordering::Release);
+        }
+        Some(Ok((lanes, off)))
+    }
+
+    /// Put `bytes` at displacement `disp` of `target` through this thread's lane (`enter` as
+    /// in [`Wired::place`]); `None` (nothing moved) where the window's thread must make the
+    /// call.
+    #[inline]
+    pub(super) fn put(
+        &self,
+        target: usize,
+        disp: usize,
+        bytes: &[u8],
+        enter: impl FnOnce() -> Result<()>,
+    ) -> Option<Result<()>> {
+        match self.place(target, disp, bytes.len(), enter)? {
+            Ok((lanes, off)) => lanes.put(target, off, bytes),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Get displacement `disp` of `target` into `bytes` through this thread's lane, as
+    /// [`Wired::put`].
+    #[inline]
+    pub(super) fn get(
+        &self,
+        target: usize,
+        disp: usize,
+        bytes: &mut [u8],
+        enter: impl FnOnce() -> Result<()>,
+    ) -> Option<Result<()>> {
+        match self.place(target, disp, bytes.len(), enter)? {
+            Ok((lanes, off)) => lanes.get(target, off, bytes),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// One element's read-modify-write `op` with `operand` at displacement `disp` of `target`
+    /// through this thread's lane, where the window runs it on the NIC (`enter` as in
+    /// [`Wired::place`]); its old value, or `None` (nothing done) where the window's thread
+    /// must make the call. The caller has checked `op` against the element type.
+    #[inline]
+    pub(super) fn rmw<T: AtomicElem>(
+        &self,
+        target: usize,
+        disp: usize,
+        op: AccOp,
+        operand: T,
+        enter: impl FnOnce() -> Result<()>,
+    ) -> Option<Result<T>> {
+        let acc = Accumulate {
+            elem: T::ELEM,
+            op,
+            operand: bits(operand),
+            same_op: self.same_op,
+        };
+        // Asked before the lock word is taken: a call the lane will not make goes to the
+        // window's thread whole.
+        let lanes = self.lanes.as_deref().filter(|l| l.reaches(target))?;
+        let e = self.extents.get(target)?;
+        let off = disp.checked_mul(e.disp_unit)?;
+        if !lanes.runs_on_nic(target, off, acc) {
+            return None;
+        }
+        match self.place(target, disp, T::ELEM.size(), enter)? {
+            Ok((lanes, off)) => Some(lanes.rmw(target, off, acc)?.map(from_bits)),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Whether `target` is wired.
+    #[inline]
+    pub(super) fn reaches(&self, target: usize) -> bool {
+        self.lanes.as_deref().is_some_and(|l| l.reaches(target))
+    }
+
+    /// Complete every operation this process issued to `target`, if it is wired; `None` where
+    /// the window's thread must flush.
+    pub(super) fn flush(&self, target: usize) -> Option<Result<()>> {
+        let lanes = self.lanes.as_deref().filter(|l| l.reaches(target))?;
+        Some(lanes.flush(target))
+    }
+
+    /// Complete every operation of every lane and close them (sharing ends).
+    pub(super) fn drain(&self) -> Result<()> {
+        self.lanes.as_deref().map_or(Ok(()), Lanes::drain)
+    }
+}
