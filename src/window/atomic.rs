@@ -49,6 +49,16 @@ pub(super) fn bits<T: AtomicElem>(v: T) -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// One element's read-modify-write `op` with `operand`, as the transports take it.
+pub(super) fn one_element<T: AtomicElem>(op: AccOp, operand: T, same_op: bool) -> Accumulate {
+    Accumulate {
+        elem: T::ELEM,
+        op,
+        operand: bits(operand),
+        same_op,
+    }
+}
+
 pub(super) fn from_bits<T: AtomicElem>(v: u64) -> T {
     bytemuck::pod_read_unaligned(&v.to_le_bytes()[..T::ELEM.size()])
 }

@@ -18,11 +18,11 @@
 //! access, erroneous in MPI, whose copies are not atomic.) A call that fails any check (rank,
 //! range, epoch) goes to the window's thread instead, which reports it as the window does.
 
-use super::atomic::{bits, from_bits};
+use super::atomic::{from_bits, one_element};
 use super::{AtomicElem, Extent, Flavor, Window};
 use crate::protocol::passive::Access;
+use crate::transport::AccOp;
 use crate::transport::shm::{Word, rmw_word};
-use crate::transport::{AccOp, Accumulate};
 use onesided_shm::SyncMem;
 use std::sync::atomic::{AtomicBool, Ordering, fence};
 
@@ -135,12 +135,7 @@ impl<'a> Loaded<'a> {
             8 => Word::U64(mem.atomic_u64(off).ok()?),
             _ => Word::U32(mem.atomic_u32(off).ok()?),
         };
-        let acc = Accumulate {
-            elem: T::ELEM,
-            op,
-            operand: bits(operand),
-            same_op: self.same_op,
-        };
+        let acc = one_element(op, operand, self.same_op);
         let old = rmw_word(word, acc);
         self.note_moved(true);
         Some(from_bits(old))

@@ -13,11 +13,11 @@
 //! to that thread per target), then goes through its lane like the others. A call that fails
 //! a check here (range) goes to the window's thread, which reports it as the window does.
 
-use super::atomic::{bits, from_bits};
+use super::atomic::{from_bits, one_element};
 use super::{AtomicElem, Extent, Flavor, Window};
 use crate::error::Result;
 use crate::protocol::passive::Access;
-use crate::transport::{AccOp, Accumulate, Lanes};
+use crate::transport::{AccOp, Lanes};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The wired targets of a shared window.
@@ -145,12 +145,7 @@ impl Wired {
         operand: T,
         enter: impl FnOnce() -> Result<()>,
     ) -> Option<Result<T>> {
-        let acc = Accumulate {
-            elem: T::ELEM,
-            op,
-            operand: bits(operand),
-            same_op: self.same_op,
-        };
+        let acc = one_element(op, operand, self.same_op);
         // Asked before the lock word is taken: a call the lane will not make goes to the
         // window's thread whole.
         let lanes = self.lanes.as_deref().filter(|l| l.reaches(target))?;

@@ -136,11 +136,7 @@ impl FabricLanes {
         if self.peers.job_alive().is_err() {
             return None;
         }
-        let found = MINE.with(|mine| {
-            let mine = mine.borrow();
-            let (_, lane) = mine.iter().find(|(set, _)| *set == self.set)?;
-            lane.upgrade()
-        });
+        let found = self.cached();
         if found.is_some() || self.refused.load(Ordering::Relaxed) {
             return found;
         }
@@ -183,6 +179,37 @@ impl FabricLanes {
             mine.push((self.set, Arc::downgrade(&lane)));
         });
         Some(lane)
+    }
+
+    /// The lane the calling thread took already, if it did.
+    fn cached(&self) -> Option<Arc<Lane>> {
+        MINE.with(|mine| {
+            let mine = mine.borrow();
+            let (_, lane) = mine.iter().find(|(set, _)| *set == self.set)?;
+            lane.upgrade()
+        })
+    }
+
+    /// Run `op` on the calling thread's lane with where `len` bytes at `offset` of `target`'s
+    /// window memory are; `None` where there is no lane or lanes do not reach `target`.
+    fn on_lane<R>(
+        &self,
+        target: usize,
+        offset: usize,
+        len: usize,
+        op: impl FnOnce(
+            &fi::Lane,
+            fi::Remote,
+            &dyn Fn() -> fi::Waiting,
+        ) -> std::result::Result<R, fi::FiError>,
+    ) -> Option<Result<R>> {
+        let lane = self.mine()?;
+        let at = match self.at(&lane, target, offset, len)? {
+            Ok(at) => at,
+            Err(e) => return Some(Err(e)),
+        };
+        let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(op(&ep, at, &|| self.alive(target)).map_err(fi_err))
     }
 
     /// A new endpoint on the window's domain, every target inserted.
@@ -233,12 +260,7 @@ impl FabricLanes {
     fn flush_lanes(&self, target: usize) -> Result<()> {
         let live = || self.alive(target);
         let lanes = self.lanes.read().unwrap_or_else(PoisonError::into_inner);
-        let mine = MINE.with(|mine| {
-            let mine = mine.borrow();
-            mine.iter()
-                .find(|(set, _)| *set == self.set)
-                .and_then(|(_, lane)| lane.upgrade())
-        });
+        let mine = self.cached();
         for lane in lanes.iter() {
             let Some(Some(peer)) = lane.peers.get(target) else {
                 continue;
@@ -257,29 +279,21 @@ impl FabricLanes {
 
 impl Lanes for FabricLanes {
     fn put(&self, target: usize, offset: usize, src: &[u8]) -> Option<Result<()>> {
-        let lane = self.mine()?;
-        let to = match self.at(&lane, target, offset, src.len())? {
-            Ok(to) => to,
-            Err(e) => return Some(Err(e)),
-        };
-        if src.is_empty() {
-            return Some(Ok(()));
-        }
-        let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
-        Some(ep.write(src, to, &|| self.alive(target)).map_err(fi_err))
+        self.on_lane(target, offset, src.len(), |ep, to, live| {
+            match src.is_empty() {
+                true => Ok(()),
+                false => ep.write(src, to, live),
+            }
+        })
     }
 
     fn get(&self, target: usize, offset: usize, dst: &mut [u8]) -> Option<Result<()>> {
-        let lane = self.mine()?;
-        let from = match self.at(&lane, target, offset, dst.len())? {
-            Ok(from) => from,
-            Err(e) => return Some(Err(e)),
-        };
-        if dst.is_empty() {
-            return Some(Ok(()));
-        }
-        let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
-        Some(ep.read(dst, from, &|| self.alive(target)).map_err(fi_err))
+        self.on_lane(target, offset, dst.len(), |ep, from, live| {
+            match dst.is_empty() {
+                true => Ok(()),
+                false => ep.read(dst, from, live),
+            }
+        })
     }
 
     /// As `FabricTransport::path` decides for the window's own accumulate; where it is not on
@@ -298,23 +312,21 @@ impl Lanes for FabricLanes {
         if !self.runs_on_nic(target, offset, acc) {
             return None;
         }
-        let lane = self.mine()?;
-        let to = match self.at(&lane, target, offset, acc.elem.size())? {
-            Ok(to) => to,
-            Err(e) => return Some(Err(e)),
-        };
-        let (dt, live) = (datatype(acc.elem), || self.alive(target));
+        let dt = datatype(acc.elem);
         let operand = acc.operand.to_le_bytes();
         let mut old = [0u8; 8];
-        let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
-        let done = match acc.op {
-            AccOp::CompareSwap { compare } => {
-                let compare = compare.to_le_bytes();
-                ep.compare_swap(dt, &compare, &operand, &mut old, to, &live)
+        self.on_lane(target, offset, acc.elem.size(), |ep, to, live| {
+            match acc.op {
+                AccOp::CompareSwap { compare } => {
+                    let compare = compare.to_le_bytes();
+                    ep.compare_swap(dt, &compare, &operand, &mut old, to, live)
+                }
+                AccOp::Apply(op) => {
+                    ep.fetch_atomic(dt, atomic_op(op), &operand, &mut old, to, live)
+                }
             }
-            AccOp::Apply(op) => ep.fetch_atomic(dt, atomic_op(op), &operand, &mut old, to, &live),
-        };
-        Some(done.map(|()| u64::from_le_bytes(old)).map_err(fi_err))
+            .map(|()| u64::from_le_bytes(old))
+        })
     }
 
     fn reaches(&self, target: usize) -> bool {
