@@ -7,13 +7,17 @@
 # round. Prints, per transport, the median over the rounds of the message rate of each thread
 # count, and the ratios t1/t0 and t2/t1 with their range.
 #
-# usage: compare/threads.sh [ROUNDS] [TEST]      (default 5, put_rate)
+# With SYNC fence, the calls are made in a fence epoch without flushes (`-s fence`: a fence on
+# every rank opens the epoch, rank 0 times its calls and the fence that closes it).
+#
+# usage: compare/threads.sh [ROUNDS] [TEST] [SYNC]      (default 5, put_rate, flush)
 # needs: cargo build --release --bin onesided
 set -eu
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release}
 ROUNDS=${1:-5}
 TEST=${2:-put_rate}
+SYNC=${3:-flush}
 [[ -x $BIN/onesided ]] || { echo "threads: $BIN/onesided is missing (see the usage above)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -24,7 +28,7 @@ THREADS="0 1 2 4"
 run() {
   local name=$1 t=$2 iters=$3
   shift 3
-  env "$@" "$BIN/onesided" bench "$TEST" -t "$t" -i "$iters" | awk '!/^#/ { print $2 }' >> "$work/$name.$t"
+  env "$@" "$BIN/onesided" bench "$TEST" -s "$SYNC" -t "$t" -i "$iters" | awk '!/^#/ { print $2 }' >> "$work/$name.$t"
 }
 
 # Iterations per thread: tens to hundreds of milliseconds of calls on each transport, so that
@@ -42,7 +46,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
   done
 done
 
-echo "$TEST, $ROUNDS rounds: messages/s (median), ratios median (range)"
+echo "$TEST -s $SYNC, $ROUNDS rounds: messages/s (median), ratios median (range)"
 printf '%-12s %12s %12s %12s %12s   %-22s %s\n' transport t0 t1 t2 t4 "t1/t0" "t2/t1"
 for name in $NAMES; do
   paste "$work/$name.0" "$work/$name.1" "$work/$name.2" "$work/$name.4" | awk -v name="$name" '

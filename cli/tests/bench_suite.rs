@@ -976,6 +976,32 @@ fn bench_scale_tests_keep_many_windows_and_large_shared_ones() {
     }
 }
 
+/// The transports the rate tests run over: shared memory, and libfabric's tcp provider where
+/// it is built.
+fn rate_transports() -> Vec<&'static str> {
+    let mut transports = vec!["auto"];
+    if onesided_fabric::BUILT_WITH.is_some() {
+        transports.push("fabric");
+    }
+    transports
+}
+
+/// `onesided bench ARGS... -n 3 -i 200 -r 2 --transport TRANSPORT` (libfabric's tcp provider
+/// for `fabric`), which must succeed; its stdout.
+fn rate_job(args: &[&str], transport: &str) -> String {
+    let mut all = vec!["bench"];
+    all.extend(args);
+    all.extend(["-n", "3", "-i", "200", "-r", "2", "--transport", transport]);
+    let out = onesided_with(&all, &[("FI_PROVIDER", "tcp")]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{all:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// The rate tests: rank 0's threads share the window; the header names the threads, the JSON
 /// units carry them (`msg/s t4`), fop_rate's counts are checked by the targets (a wrong count
 /// fails the job), and `-t 0` runs without sharing; over shared memory and (where built) over
@@ -989,34 +1015,9 @@ fn bench_rate_tests_share_the_window_with_threads() {
     assert_eq!(sizes, [8], "{out}");
     let out = bench(&["get_rate", "-t", "0", "-i", "300"]);
     assert!(osu_table(&out).0.contains(&"# Threads: 0"), "{out}");
-    let mut transports = vec!["auto"];
-    if onesided_fabric::BUILT_WITH.is_some() {
-        transports.push("fabric");
-    }
-    for transport in transports {
-        let args = [
-            "bench",
-            "fop_rate",
-            "-t",
-            "4",
-            "-n",
-            "3",
-            "-i",
-            "200",
-            "-r",
-            "2",
-            "--format",
-            "json",
-            "--transport",
-            transport,
-        ];
-        let out = onesided_with(&args, &[("FI_PROVIDER", "tcp")]);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{transport}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    for transport in rate_transports() {
+        let args = ["fop_rate", "-t", "4", "--format", "json"];
+        let stdout = rate_job(&args, transport);
         let doc: Value = serde_json::from_str(&stdout).expect("json");
         let recs = records(&doc, "fop_rate");
         assert_eq!(recs.len(), 1, "{transport}: {stdout}");
@@ -1024,4 +1025,26 @@ fn bench_rate_tests_share_the_window_with_threads() {
         assert_eq!(recs[0]["ranks"], 3, "{transport}: {stdout}");
         check_values(recs[0]);
     }
+}
+
+/// `-s fence` for the rate tests: the calls are made in a fence epoch without flushes, and the
+/// header says so; fop_rate's counts are still checked by the targets (a call the closing fence
+/// did not complete fails the job); over shared memory and (where built) libfabric's tcp
+/// provider. A passive-target sync other than flush is refused.
+#[test]
+fn bench_rate_tests_run_in_a_fence_epoch() {
+    for transport in rate_transports() {
+        for test in ["put_rate", "fop_rate"] {
+            let stdout = rate_job(&[test, "-s", "fence", "-t", "2"], transport);
+            let (header, sizes) = osu_table(&stdout);
+            let sync = "# Synchronization: MPI_Win_fence around the calls";
+            assert!(header.contains(&sync), "{test} {transport}: {stdout}");
+            assert_eq!(sizes, [8], "{test} {transport}: {stdout}");
+        }
+    }
+    let refusal = refused(&["put_rate", "-s", "lock"]);
+    assert!(
+        refusal.contains("put_rate takes -s flush or -s fence"),
+        "{refusal}"
+    );
 }

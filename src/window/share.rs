@@ -170,7 +170,7 @@ impl<'a> Window<'a> {
                 let done = Finished(handle.calls.clone());
                 let out = body(&handle);
                 drop(done);
-                (out, handle.loaded.moved())
+                (out, handle.loaded.moved() || handle.wired.moved())
             });
             while let Some(message) = soon(&served, pace) {
                 match message {
@@ -468,7 +468,9 @@ impl WindowHandle<'_> {
         if self.loaded.passive(target) && self.loaded.put(target, disp, bytes) {
             return Ok(HandleRequest::COMPLETE);
         }
-        if let Some(done) = self.wired.put(target, disp, bytes, || self.enter(target)) {
+        if self.wired.passive(target)
+            && let Some(done) = self.wired.put(target, disp, bytes, || self.enter(target))
+        {
             return done.map(|()| HandleRequest::COMPLETE);
         }
         let data = origin.to_vec();
@@ -488,7 +490,9 @@ impl WindowHandle<'_> {
         if self.loaded.passive(target) && self.loaded.get(target, disp, bytes) {
             return Ok(HandleRequest::COMPLETE);
         }
-        if let Some(done) = self.wired.get(target, disp, bytes, || self.enter(target)) {
+        if self.wired.passive(target)
+            && let Some(done) = self.wired.get(target, disp, bytes, || self.enter(target))
+        {
             return done.map(|()| HandleRequest::COMPLETE);
         }
         self.call_into(origin, move |w, data| w.rget(data, target, disp)?.wait())?;
@@ -567,7 +571,7 @@ impl WindowHandle<'_> {
     /// [`Window::flush_local`] from this thread.
     pub fn flush_local(&self, target: usize) -> Result<()> {
         // A wired target's operations leave their origin buffers free when they return.
-        if self.loaded.flush(target) || self.wired.reaches(target) {
+        if self.loaded.flush(target) || self.wired.passive(target) {
             return Ok(());
         }
         self.call(move |w| w.flush_local(target))
@@ -597,7 +601,7 @@ impl WindowHandle<'_> {
         if self.loaded.flush_all() {
             return Ok(());
         }
-        let rest = (0..self.ranks).any(|t| !self.wired.reaches(t) && !self.loaded.passive(t));
+        let rest = (0..self.ranks).any(|t| !self.wired.passive(t) && !self.loaded.passive(t));
         fence(Ordering::SeqCst);
         if !rest {
             return Ok(());

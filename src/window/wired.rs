@@ -6,9 +6,12 @@
 //! flush completes what every lane and the window's thread issued to the target.
 //!
 //! Like the loaded targets (`loaded.rs`), read once when sharing starts: a target is wired when
-//! a passive-target epoch covers it, its data and its atomics take the same transport, and the
-//! window is not dynamic (attached memory is found through its owner's table, which the
-//! window's thread keeps). A lock_all takes a network target's lock word at the first call to
+//! an epoch covers it (fence, PSCW or passive target), its data and its atomics take the same
+//! transport, and the window is not dynamic (attached memory is found through its owner's
+//! table, which the window's thread keeps). Flushes and request forms go through the lanes only
+//! in a passive-target epoch (in the others the window's thread reports MPI_ERR_RMA_SYNC); an
+//! active-target epoch is closed by a fence or complete after sharing ends, and its end
+//! completes every lane's operations first. A lock_all takes a network target's lock word at the first call to
 //! it: the first thread to call such a target has the window's thread take it first (one call
 //! to that thread per target), then goes through its lane like the others. A call that fails
 //! a check here (range) goes to the window's thread, which reports it as the window does.
@@ -27,6 +30,10 @@ pub(super) struct Wired {
     extents: Vec<Extent>,
     /// Per target: the epoch covers it now (a lazy lock_all has taken its lock word).
     covered: Vec<AtomicBool>,
+    /// Per target: a passive-target epoch covers it (flushes and request forms allowed).
+    passive: Vec<bool>,
+    /// Some thread made a call through a lane: a fence epoch has RMA calls to complete.
+    moved: AtomicBool,
     /// The `same_op` hint of the window's accumulates.
     same_op: bool,
 }
@@ -38,6 +45,8 @@ impl Wired {
             lanes: None,
             extents: Vec::new(),
             covered: Vec::new(),
+            passive: Vec::new(),
+            moved: AtomicBool::new(false),
             same_op: false,
         };
         if win.flavor == Flavor::Dynamic {
@@ -47,10 +56,7 @@ impl Wired {
         let n = win.size_of_group();
         let wanted: Vec<bool> = (0..n)
             .map(|t| {
-                !win.direct.fenced(t)
-                    && win.routes[t] == win.atomics
-                    && epochs.access(t).is_ok()
-                    && epochs.flush(t).is_ok()
+                !win.direct.fenced(t) && win.routes[t] == win.atomics && epochs.access(t).is_ok()
             })
             .collect();
         let Some(first) = (0..n).find(|&t| wanted[t]) else {
@@ -68,6 +74,8 @@ impl Wired {
             covered: (0..n)
                 .map(|t| AtomicBool::new(matches!(epochs.access(t), Ok(Access::Ready))))
                 .collect(),
+            passive: (0..n).map(|t| epochs.flush(t).is_ok()).collect(),
+            moved: AtomicBool::new(false),
             same_op: win.hints.get().same_op,
         }
     }
@@ -95,6 +103,10 @@ impl Wired {
                 return Some(Err(e));
             }
             covered.store(true, Ordering::Release);
+        }
+        // Stored once, read after: a store by every call would bounce the line between threads.
+        if !self.moved.load(Ordering::Relaxed) {
+            self.moved.store(true, Ordering::Relaxed);
         }
         Some(Ok((lanes, off)))
     }
@@ -160,17 +172,25 @@ impl Wired {
         }
     }
 
-    /// Whether `target` is wired.
+    /// Whether `target` is wired and a passive-target epoch covers it: its flushes and request
+    /// forms go through the lanes.
     #[inline]
-    pub(super) fn reaches(&self, target: usize) -> bool {
-        self.lanes.as_deref().is_some_and(|l| l.reaches(target))
+    pub(super) fn passive(&self, target: usize) -> bool {
+        self.passive.get(target).copied().unwrap_or(false)
+            && self.lanes.as_deref().is_some_and(|l| l.reaches(target))
     }
 
-    /// Complete every operation this process issued to `target`, if it is wired; `None` where
-    /// the window's thread must flush.
+    /// Complete every operation this process issued to `target`, if it is wired and a
+    /// passive-target epoch covers it; `None` where the window's thread must flush (or report
+    /// the flush outside such an epoch).
     pub(super) fn flush(&self, target: usize) -> Option<Result<()>> {
-        let lanes = self.lanes.as_deref().filter(|l| l.reaches(target))?;
+        let lanes = self.lanes.as_deref().filter(|_| self.passive(target))?;
         Some(lanes.flush(target))
+    }
+
+    /// Whether a thread made a call through a lane.
+    pub(super) fn moved(&self) -> bool {
+        self.moved.load(Ordering::Relaxed)
     }
 
     /// Complete every operation of every lane and close them (sharing ends).

@@ -340,7 +340,8 @@ pub struct BenchArgs {
     /// Truly_passive_put) [default: all 19, in IMB's order].
     #[arg(value_enum, value_name = "BENCHMARK", ignore_case = true)]
     pub benchmarks: Vec<Benchmark>,
-    /// Synchronization of the OSU tests [default: flush; put_bibw: pscw].
+    /// Synchronization of the OSU tests, and of the rate tests (flush or fence) [default:
+    /// flush; put_bibw: pscw].
     #[arg(short = 's', value_enum, value_name = "SYNC")]
     pub sync: Option<SyncMode>,
     /// Window creation of the OSU tests and imb [default: allocate; imb: create, as IMB's].

@@ -313,7 +313,14 @@ fn check_sync(test: Test, sync: SyncMode) -> Result<()> {
             sync.cli_name()
         ))),
         Test::All => Ok(()),
-        t if !t.is_osu() => Err(refuse(t, "-s", "the OSU tests")),
+        t if t.is_rate() && !matches!(sync, SyncMode::Flush | SyncMode::Fence) => {
+            Err(usage(format!(
+                "{} takes -s flush or -s fence, not -s {}",
+                t.name(),
+                sync.cli_name()
+            )))
+        }
+        t if !t.is_osu() && !t.is_rate() => Err(refuse(t, "-s", "the OSU and rate tests")),
         _ => Ok(()),
     }
 }

@@ -11,8 +11,12 @@
 //! included), and reports messages per second: T * iterations / time. `-t 0` is the baseline
 //! without threads: rank 0's own thread makes the calls on the window itself. Afterwards the
 //! targets check that fop_rate's counters hold every thread's additions.
+//!
+//! With `-s fence` the calls are made in a fence epoch instead, without flushes: a repetition
+//! opens the epoch with a fence on every rank and times, at rank 0, the calls and the fence
+//! that closes the epoch (which completes them).
 
-use super::args::Test;
+use super::args::{SyncMode, Test};
 use super::options::{Kind, Pass, Plan};
 use super::report::{MESSAGE_RATE, Report, Table};
 use super::rma::repeat;
@@ -40,24 +44,30 @@ impl Call {
         }
     }
 
-    /// The call and its flush through the window itself.
-    fn on_window(self, win: &Window<'_>, target: usize, disp: usize) -> Result<()> {
+    /// The call through the window itself, and its flush where `flush`.
+    fn on_window(self, win: &Window<'_>, target: usize, disp: usize, flush: bool) -> Result<()> {
         match self {
             Call::Put => win.put(&[disp as u64], target, disp)?,
             Call::Get => win.get(&mut [0u64], target, disp)?,
             Call::Fop => drop(win.fetch_and_op(1u64, target, disp, Op::Sum)?),
         }
-        win.flush(target)
+        match flush {
+            true => win.flush(target),
+            false => Ok(()),
+        }
     }
 
-    /// The call and its flush through a handle of the shared window.
-    fn on_handle(self, h: &WindowHandle, target: usize, disp: usize) -> Result<()> {
+    /// The call through a handle of the shared window, and its flush where `flush`.
+    fn on_handle(self, h: &WindowHandle, target: usize, disp: usize, flush: bool) -> Result<()> {
         match self {
             Call::Put => h.put(&[disp as u64], target, disp)?,
             Call::Get => h.get(&mut [0u64], target, disp)?,
             Call::Fop => drop(h.fetch_and_op(1u64, target, disp, Op::Sum)?),
         }
-        h.flush(target)
+        match flush {
+            true => h.flush(target),
+            false => Ok(()),
+        }
     }
 }
 
@@ -71,12 +81,12 @@ fn target_of(i: usize, n: usize) -> usize {
 }
 
 /// `iters` calls from each of `threads` threads sharing `win` (from this thread itself where
-/// `threads` is 0).
-fn calls(win: &Window<'_>, call: Call, threads: usize, iters: usize) -> Result<()> {
+/// `threads` is 0), each flushed where `flush`.
+fn calls(win: &Window<'_>, call: Call, threads: usize, iters: usize, flush: bool) -> Result<()> {
     let n = win.size_of_group();
     if threads == 0 {
         let target = target_of(0, n);
-        return (0..iters).try_for_each(|_| call.on_window(win, target, 0));
+        return (0..iters).try_for_each(|_| call.on_window(win, target, 0, flush));
     }
     win.share(|h| {
         std::thread::scope(|s| {
@@ -84,7 +94,7 @@ fn calls(win: &Window<'_>, call: Call, threads: usize, iters: usize) -> Result<(
                 .map(|i| {
                     s.spawn(move || {
                         let (target, disp) = (target_of(i, n), STRIDE * i);
-                        (0..iters).try_for_each(|_| call.on_handle(h, target, disp))
+                        (0..iters).try_for_each(|_| call.on_handle(h, target, disp, flush))
                     })
                 })
                 .collect();
@@ -101,6 +111,7 @@ fn calls(win: &Window<'_>, call: Call, threads: usize, iters: usize) -> Result<(
 pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) -> Result<()> {
     let call = Call::of(test)?;
     let (n, threads) = (world.size(), plan.threads);
+    let fenced = plan.sync(test) == SyncMode::Fence;
     let title = match call {
         Call::Put => "Put Message Rate",
         Call::Get => "Get Message Rate",
@@ -114,7 +125,10 @@ pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) 
             t => format!("{t} threads of rank 0 share the window (Window::share)"),
         }],
         window: Some("MPI_Win_allocate"),
-        sync: Some("MPI_Win_lock_all, MPI_Win_flush after each call"),
+        sync: Some(match fenced {
+            true => "MPI_Win_fence around the calls",
+            false => "MPI_Win_lock_all, MPI_Win_flush after each call",
+        }),
         datatype: Some("MPI_UINT64_T"),
         ranks: n,
         show_ranks: true,
@@ -125,7 +139,7 @@ pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) 
     let pass = plan.pass(Kind::Latency, 8);
     let words = STRIDE * threads.max(1);
     let win = Window::allocate(world, 8 * words, 8, &Info::new())?;
-    let times = timed_calls(world, &win, call, threads, plan.repetitions, pass);
+    let times = timed_calls(world, &win, call, threads, fenced, plan.repetitions, pass);
     let checked =
         times.and_then(|t| check_counts(world, &win, call, threads, plan, pass).map(|()| t));
     win.free()?;
@@ -135,31 +149,47 @@ pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) 
     report.row(8, pass.iters, &[rates])
 }
 
-/// The repetitions of a rate test: rank 0's times; the others wait at barriers.
+/// The repetitions of a rate test: rank 0's times; the others wait at barriers. In one
+/// lock_all epoch with each call flushed, or where `fenced` in a fence epoch per repetition
+/// without flushes, timed with the fence that closes it (the other ranks only fence).
 fn timed_calls(
     world: &World,
     win: &Window<'_>,
     call: Call,
     threads: usize,
+    fenced: bool,
     reps: usize,
     pass: Pass,
 ) -> Result<Vec<Duration>> {
-    let me = world.rank();
-    win.lock_all(Assert::NONE)?;
+    let fence = |assert| match fenced {
+        true => win.fence(assert),
+        false => Ok(()),
+    };
+    let mine = |iters| match world.rank() {
+        0 => calls(win, call, threads, iters, !fenced),
+        _ => Ok(()),
+    };
+    if !fenced {
+        win.lock_all(Assert::NONE)?;
+    }
     let times = repeat(reps, pass, |p| {
-        if me == 0 && p.warmup > 0 {
-            calls(win, call, threads, p.warmup)?;
+        if p.warmup > 0 {
+            fence(Assert::NOPRECEDE)?;
+            mine(p.warmup)?;
+            fence(Assert::NOSUCCEED)?;
         }
         world.barrier()?;
+        fence(Assert::NOPRECEDE)?;
         let start = Instant::now();
-        if me == 0 {
-            calls(win, call, threads, p.iters)?;
-        }
+        mine(p.iters)?;
+        fence(Assert::NOSUCCEED)?;
         let spent = start.elapsed();
         world.barrier()?;
         Ok(spent)
     })?;
-    win.unlock_all()?;
+    if !fenced {
+        win.unlock_all()?;
+    }
     world.barrier()?;
     Ok(times)
 }

@@ -149,7 +149,9 @@ pub fn counts(world: &World, flavor: Flavor) -> Res {
 
 /// Four threads of every rank put their tags into their slots of the right neighbour and add
 /// to its word 1, in a fence epoch, under an exclusive lock of the neighbour, and in a PSCW
-/// ring; after each epoch every slot holds its tag and the sum is exact.
+/// ring; after each epoch every slot holds its tag and the sum is exact. In the active-target
+/// epochs, request forms and flushes fail with MPI_ERR_RMA_SYNC (and rput moves nothing: word
+/// 0 stays 0).
 pub fn epochs(world: &World, flavor: Flavor) -> Res {
     let (me, n) = (world.rank(), world.size());
     let right = (me + 1) % n;
@@ -180,11 +182,18 @@ pub fn epochs(world: &World, flavor: Flavor) -> Res {
                     let r = h.raccumulate(&[1u64], right, 1, Op::Sum);
                     return r.ctx("raccumulate")?.wait().ctx("wait");
                 }
-                expect_class(
-                    h.raccumulate(&[1u64], right, 1, Op::Sum),
-                    ErrorClass::RmaSync,
-                    "raccumulate in an active-target epoch",
+                let sync = |r: Result<(), onesided::Error>, call: &str| {
+                    expect_class(r, ErrorClass::RmaSync, &format!("{call} in {epoch}"))
+                };
+                sync(
+                    h.raccumulate(&[1u64], right, 1, Op::Sum).map(drop),
+                    "raccumulate",
                 )?;
+                sync(h.rput(&[1u64], right, 0).map(drop), "rput")?;
+                sync(h.rget(&mut [0u64], right, 0).map(drop), "rget")?;
+                sync(h.flush(right), "flush")?;
+                sync(h.flush_local(right), "flush_local")?;
+                sync(h.flush_all(), "flush_all")?;
                 h.accumulate(&[1u64], right, 1, Op::Sum).ctx("accumulate")
             })
             .map_err(|e| format!("{epoch}: {e}"))?;
@@ -202,6 +211,11 @@ pub fn epochs(world: &World, flavor: Flavor) -> Res {
                 mine[1],
                 threads as u64,
                 "{epoch}: sum from the left neighbour"
+            );
+            ensure_eq!(
+                mine[0],
+                0,
+                "{epoch}: word 0, which only a refused rput would write"
             );
             for i in 0..threads {
                 ensure_eq!(
