@@ -11,10 +11,11 @@
 //! table, which the window's thread keeps). Flushes and request forms go through the lanes only
 //! in a passive-target epoch (in the others the window's thread reports MPI_ERR_RMA_SYNC); an
 //! active-target epoch is closed by a fence or complete after sharing ends, and its end
-//! completes every lane's operations first. A lock_all takes a network target's lock word at the first call to
-//! it: the first thread to call such a target has the window's thread take it first (one call
-//! to that thread per target), then goes through its lane like the others. A call that fails
-//! a check here (range) goes to the window's thread, which reports it as the window does.
+//! completes every lane's operations first. A lock_all takes a network target's lock word at
+//! the first call to it: the first thread to call such a target has the window's thread take
+//! it first (one call to that thread per target), then goes through its lane like the others.
+//! A call that fails a check here (range) goes to the window's thread, which reports it as the
+//! window does.
 
 use super::atomic::{from_bits, one_element};
 use super::{AtomicElem, Extent, Flavor, Window};
