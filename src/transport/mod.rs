@@ -478,7 +478,7 @@ pub trait Attach<'a>: Transport {
         Ok(())
     }
     /// Lanes for the threads of a shared window to the targets `wired` names (routed to this
-    /// transport, in a passive-target epoch), where the transport has them.
+    /// transport, covered by the epoch), where the transport has them.
     fn lanes(&self, _wired: &[bool]) -> Option<Box<dyn Lanes>> {
         None
     }

@@ -11,7 +11,7 @@
 //! memory) are the exception: the calling thread makes them itself (`loaded.rs`), a put or get
 //! as a copy, a fetch_and_op, compare_and_swap or one-element accumulate as a CPU atomic, a
 //! flush as a memory fence, with no job and no lock shared with the other threads. So are
-//! puts and gets of a target over the fabric in a passive-target epoch, and its fetch_and_op,
+//! puts and gets of a target over the fabric in any epoch, and its fetch_and_op,
 //! compare_and_swap and one-element accumulates where the window runs them on the NIC
 //! (`wired.rs`): the calling thread makes them through an endpoint of its own, opened at its
 //! first such call, and its flush of such a target completes what every thread's endpoint and

@@ -1,9 +1,9 @@
 //! Endpoints of their own for the threads of a shared window (`Window::share`): the first put,
 //! get or NIC atomic a thread makes to a target over the fabric opens an endpoint for that
 //! thread (a lane) on the window's domain, with the window's targets inserted, and every later
-//! one of that thread goes through it. So threads issue and complete their operations side by side, each
-//! on its own queues and completion bookkeeping, none queued behind another or behind the
-//! window's thread.
+//! one of that thread goes through it. So threads issue and complete their operations side by
+//! side, each on its own queues and completion bookkeeping, none queued behind another or
+//! behind the window's thread.
 //!
 //! A lane reaches the targets' window memory with the keys the window's endpoint learnt (one
 //! domain: mapped keys hold for every endpoint of it). It serves nothing: the targets' own
@@ -18,8 +18,9 @@
 //! share them in turn), one libfabric endpoint (its queues and a 64 KiB bounce buffer, and what
 //! the provider allocates per endpoint: tens of megabytes over verbs;ofi_rxm; no progress
 //! thread: nothing addresses a lane, and its threads drive it in their calls) and a connection
-//! to each target it reaches, opened at its first operation; all closed when sharing ends. (With a progress thread per lane looking every millisecond, 16 threads in each
-//! of 4 ranks on 2 CPUs took several times as long.)
+//! to each target it reaches, opened at its first operation; all closed when sharing ends.
+//! (With a progress thread per lane looking every millisecond, 16 threads in each of 4 ranks
+//! on 2 CPUs took several times as long.)
 
 use super::names::{atomic_op, datatype, fi_err};
 use super::span::Span;
@@ -28,7 +29,6 @@ use crate::error::Result;
 use crate::peers::Peers;
 use crate::protocol::native::NativeOps;
 use crate::transport::Lanes;
-use crate::transport::outside;
 use crate::transport::{AccOp, Accumulate, Path, path_at};
 use onesided_fabric as fi;
 use std::cell::RefCell;
@@ -245,14 +245,7 @@ impl FabricLanes {
     ) -> Option<Result<fi::Remote>> {
         let t = self.targets.get(target)?.as_ref()?;
         let peer = (*lane.peers.get(target)?)?;
-        Some(match offset.checked_add(len) {
-            Some(end) if end <= t.data.len => Ok(fi::Remote {
-                peer,
-                addr: t.data.base + offset as u64,
-                key: t.data.key,
-            }),
-            _ => Err(outside(target, offset, len, t.data.len)),
-        })
+        Some(t.data.remote(peer, target, offset, len))
     }
 
     /// Complete every operation any thread's lane issued to `target` before this call (the

@@ -31,7 +31,7 @@ mod waits;
 use super::{
     Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, Lanes, NativeOps, NotifiedWindow, Opened,
     Part, Path, Pending, Reach, Space, Transport, foreign, locked_accumulate,
-    locked_accumulate_many, notice_data, outside, signal_and_wait, under_acc_lock, unserved,
+    locked_accumulate_many, notice_data, signal_and_wait, under_acc_lock, unserved,
 };
 use crate::config::{FabricConfig, Threads};
 use crate::error::{Error, ErrorClass, Result};
@@ -352,14 +352,7 @@ impl<'a> FabricTransport<'a> {
                 len: usize::try_from(e.len).unwrap_or(usize::MAX),
             },
         };
-        match offset.checked_add(len) {
-            Some(end) if end <= r.len => Ok(fi::Remote {
-                peer: t.peer,
-                addr: r.base + offset as u64,
-                key: r.key,
-            }),
-            _ => Err(outside(target, offset, len, r.len)),
-        }
+        r.remote(t.peer, target, offset, len)
     }
 
     /// How a wait on `target` should go on ([`waiting`]).
