@@ -94,6 +94,9 @@ pub(crate) struct Job {
     pub(crate) liveness: Arc<Liveness>,
     /// The cleanup after a failed rank, finished before this process leaves the job.
     cleanup: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// libfabric's start-up, begun by `World::init` where this rank's windows will use the
+    /// fabric (`transport::which::start_fabric`), finished before this process leaves the job.
+    fabric_start: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Job {
@@ -109,6 +112,9 @@ impl std::fmt::Debug for Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
+        if let Some(start) = self.fabric_start.take() {
+            let _ = start.join();
+        }
         // The fabric resources this thread kept for its windows: no window is left.
         #[cfg(have_libfabric)]
         crate::transport::fabric::release();
@@ -232,6 +238,8 @@ impl World {
             if config.transport_choice() != crate::config::TransportChoice::Verbs {
                 crate::transport::fabric::presets::apply();
             }
+            // Where the fabric serves every window, its start-up overlaps the rest of this one.
+            let mut fabric_start = crate::transport::which::start_fabric(&config, None);
             onesided_shm::process::allow_ptrace_from_any()
                 .map_err(|e| Error::os("allowing sibling ranks cross-memory attach", e))?;
             let machine = this_machine();
@@ -251,6 +259,7 @@ impl World {
                     config,
                     liveness,
                     cleanup: Arc::default(),
+                    fabric_start,
                 };
                 return Ok(World {
                     comm: Comm::new(Arc::new(job), 0, vec![0], 0),
@@ -316,6 +325,10 @@ impl World {
                     ),
                 ));
             }
+            if fabric_start.is_none() {
+                let one_node = nodes.iter().all(|n| *n == node);
+                fabric_start = crate::transport::which::start_fabric(&config, Some(one_node));
+            }
             // Ranks of simulated nodes share the machine's CPUs: crowding counts them all.
             crate::wait::set_crowded(sharing_cpus);
             let cleanup = Arc::new(Mutex::new(None));
@@ -329,6 +342,7 @@ impl World {
                 config,
                 liveness,
                 cleanup,
+                fabric_start,
             };
             let comm = Comm::new(Arc::new(job), 0, members, rank);
             comm.inner.seq.set(1);

@@ -637,6 +637,46 @@ fn diagnostics_are_silent_by_default_and_follow_onesided_log() {
     assert!(bad.stderr.contains(said), "{}", bad.stderr);
 }
 
+/// Where the fabric serves the windows, `World::init` begins libfabric's start-up on a thread
+/// of its own, and each rank's log says it finished and found the provider: the fabric forced,
+/// or two nodes under `auto` with no verbs device here. Over shared memory on one node no rank
+/// starts it.
+#[test]
+fn world_init_starts_libfabric_only_where_the_fabric_serves() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = launcher(args, "particles", &[]);
+        cmd.env("ONESIDED_LOG", "onesided=debug")
+            .env_remove("ONESIDED_TRANSPORT")
+            .envs(env.iter().copied());
+        let out = finish(cmd, Duration::from_secs(30));
+        assert!(out.status.success(), "{}", out.stderr);
+        out.stderr
+    };
+    let said = "libfabric started ahead of the first window";
+    let shm = run(&["-n", "2", "--"], &[]);
+    assert!(!shm.contains(said), "started over shared memory:\n{shm}");
+    if onesided_fabric::BUILT_WITH.is_none() {
+        eprintln!("world_init_starts_libfabric: fabric half skipped: built without libfabric");
+        return;
+    }
+    let tcp = [("FI_PROVIDER", "tcp")];
+    let forced = [("ONESIDED_TRANSPORT", "fabric"), tcp[0]];
+    let mut jobs = vec![run(&["-n", "2", "--"], &forced)];
+    if onesided_verbs::active_device().is_none() {
+        jobs.push(run(&["-n", "2", "--simulate-nodes", "2", "--"], &tcp));
+    }
+    for stderr in jobs {
+        for r in 0..2 {
+            let start = format!("rank {r} DEBUG onesided::transport::fabric::start: {said}");
+            let line = stderr.lines().find(|l| l.contains(&start));
+            assert!(
+                line.is_some_and(|l| l.contains("ok=true")),
+                "{start:?} with ok=true missing:\n{stderr}"
+            );
+        }
+    }
+}
+
 /// The ranks start with rxm's buffer and receive sizes of `cli/src/launch/tuning.rs`, and a value
 /// the launcher's own environment gives is kept.
 #[test]

@@ -45,6 +45,7 @@ mod select;
 pub mod shm;
 #[cfg(have_ibverbs)]
 pub mod verbs;
+pub(crate) mod which;
 
 use crate::error::{Error, ErrorClass, Result};
 pub use crate::protocol::attach::Entry;

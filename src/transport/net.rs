@@ -7,6 +7,7 @@
 //! needs no progress thread (`docs/transports.md`); elsewhere the fabric does.
 
 use super::Opened;
+use super::which;
 use crate::config::TransportChoice;
 use crate::error::Result;
 #[cfg(any(not(have_ibverbs), not(have_libfabric)))]
@@ -130,11 +131,9 @@ pub(crate) struct Registered {
 pub(crate) fn register_ahead(comm: &Comm, mem: Mem<'static>) -> Result<Option<Registered>> {
     let me = comm.node_of(comm.rank());
     let one_node = (0..comm.size()).all(|r| comm.node_of(r) == me);
-    let fabric = match comm.job().config.transport_choice() {
-        TransportChoice::Fabric => true,
-        TransportChoice::Verbs => false,
-        TransportChoice::Auto => !one_node && !verbs_usable(comm),
-    };
+    let fabric = which::fabric_serves(comm.job().config.transport_choice(), one_node, || {
+        verbs_usable(comm)
+    });
     if mem.is_empty() || !fabric {
         return Ok(None);
     }

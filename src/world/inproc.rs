@@ -147,6 +147,7 @@ fn world(id: &str, nodes: &[String], exchange: &Arc<Exchange>, rank: usize) -> W
         config: Config::default(),
         liveness: Arc::clone(&exchange.liveness[rank]),
         cleanup: Arc::default(),
+        fabric_start: None,
     };
     let comm = Comm::new(Arc::new(job), 0, (0..n).collect(), rank);
     // As in a launched world, whose call 0 compared the ranks' settings.

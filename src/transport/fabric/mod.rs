@@ -26,6 +26,7 @@ mod resources;
 mod served;
 mod server;
 mod span;
+pub(crate) mod start;
 mod waits;
 
 use super::{

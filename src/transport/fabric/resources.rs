@@ -131,10 +131,9 @@ pub(crate) fn release() {
     drop(unused);
 }
 
-/// Open the domain for `config`: libfabric's first provider, or with the `hwloc` feature the
-/// one nearest to the CPUs this rank is bound to (`nic.rs`).
-fn open_domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
-    let req = fi::Request {
+/// What `fi_getinfo` is asked for the domain of `config`.
+pub(super) fn request(config: &FabricConfig) -> fi::Request {
+    fi::Request {
         provider: config.provider.clone(),
         mr_mode: match config.mr_mode {
             MrMode::Provider => fi::MrMode::ALL,
@@ -142,7 +141,13 @@ fn open_domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
         },
         delivery_complete: true,
         register_local: config.mr_mode == MrMode::Verbs,
-    };
+    }
+}
+
+/// Open the domain for `config`: libfabric's first provider, or with the `hwloc` feature the
+/// one nearest to the CPUs this rank is bound to (`nic.rs`).
+fn open_domain(config: &FabricConfig) -> Result<Arc<fi::Domain>> {
+    let req = request(config);
     fi::load().map_err(|e| {
         Error::new(
             ErrorClass::Other,

@@ -1,0 +1,35 @@
+//! libfabric's start-up, begun by `World::init` on a thread of its own where this rank's windows
+//! will use the fabric, so that it overlaps the rest of the job's start and whatever the program
+//! does before its first window instead of adding to that window.
+//!
+//! Loading Debian's libfabric 1.17 and its first `fi_getinfo` cost each process about 0.3 s
+//! here (`compare/first-window.md`): the library's dependencies calibrate a clock for 2 x 100 ms
+//! as they load, mostly asleep, and the first `fi_getinfo` runs every built-in provider's
+//! initialization (the verbs provider reads `/proc/kallsyms` twice). The first window takes
+//! what is done and waits for the rest: the library is loaded once per process (a `OnceLock`)
+//! and libfabric initializes its providers once, under its own lock.
+
+use super::resources::request;
+use crate::config::FabricConfig;
+use onesided_fabric as fi;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Load libfabric and initialize its providers for `config` on a new thread; `None` where no
+/// thread could be started (the first window then does it).
+pub(crate) fn begin(config: &FabricConfig) -> Option<JoinHandle<()>> {
+    let req = request(config);
+    std::thread::Builder::new()
+        .name("onesided-fabric-start".into())
+        .spawn(move || {
+            let start = Instant::now();
+            // Errors are the first window's to report, with its context.
+            let found = fi::load().and_then(|()| fi::Provider::find(&req));
+            tracing::debug!(
+                elapsed_ms = start.elapsed().as_millis() as u64,
+                ok = found.is_ok(),
+                "libfabric started ahead of the first window"
+            );
+        })
+        .ok()
+}

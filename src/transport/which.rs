@@ -1,0 +1,64 @@
+//! Whether the fabric serves this rank's windows, as far as the configuration and the ranks'
+//! nodes decide it before any window exists: for `World::init`, which begins libfabric's
+//! start-up where the fabric will serve (`fabric/start.rs`), and for memory registered ahead of
+//! its windows (`net.rs`).
+
+use crate::config::{Config, TransportChoice};
+use std::thread::JoinHandle;
+
+/// Begin libfabric's start-up on a thread of its own (`fabric/start.rs`) where this rank's
+/// windows will use the fabric. `one_node` says whether the job's ranks share one node, `None`
+/// before that is known: then only where the fabric is forced, which serves every window
+/// whatever the nodes; once known, only under `auto`, where the forced case began already.
+/// `None` where the fabric will not serve, or this build has none.
+pub(crate) fn start_fabric(config: &Config, one_node: Option<bool>) -> Option<JoinHandle<()>> {
+    let choice = config.transport_choice();
+    let now = match one_node {
+        None => choice == TransportChoice::Fabric,
+        Some(one_node) => {
+            // A device with an active port, not an endpoint opened on it: that is the first
+            // window's to open, where one can be.
+            choice == TransportChoice::Auto
+                && fabric_serves(choice, one_node, || {
+                    onesided_verbs::active_device().is_some()
+                })
+        }
+    };
+    if !now {
+        return None;
+    }
+    #[cfg(have_libfabric)]
+    return super::fabric::start::begin(config.fabric());
+    #[cfg(not(have_libfabric))]
+    None
+}
+
+/// Whether windows spanning `one_node` or not use the fabric on this rank under `choice`:
+/// where it is forced, or under `auto` across nodes where this rank cannot open a verbs device
+/// (`verbs_here`, asked only then).
+pub(crate) fn fabric_serves(
+    choice: TransportChoice,
+    one_node: bool,
+    verbs_here: impl FnOnce() -> bool,
+) -> bool {
+    match choice {
+        TransportChoice::Fabric => true,
+        TransportChoice::Verbs => false,
+        TransportChoice::Auto => !one_node && !verbs_here(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fabric_serves_where_forced_and_across_nodes_without_verbs() {
+        let never = || -> bool { panic!("verbs asked about where they cannot matter") };
+        assert!(fabric_serves(TransportChoice::Fabric, true, never));
+        assert!(!fabric_serves(TransportChoice::Verbs, false, never));
+        assert!(!fabric_serves(TransportChoice::Auto, true, never));
+        assert!(fabric_serves(TransportChoice::Auto, false, || false));
+        assert!(!fabric_serves(TransportChoice::Auto, false, || true));
+    }
+}
