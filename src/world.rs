@@ -96,7 +96,7 @@ pub(crate) struct Job {
     cleanup: Arc<Mutex<Option<JoinHandle<()>>>>,
     /// libfabric's start-up, begun by `World::init` where this rank's windows will use the
     /// fabric (`transport::which::start_fabric`), finished before this process leaves the job.
-    fabric_start: Option<JoinHandle<()>>,
+    fabric_start: Option<crate::transport::which::Started>,
 }
 
 impl std::fmt::Debug for Job {
@@ -112,9 +112,8 @@ impl std::fmt::Debug for Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
-        if let Some(start) = self.fabric_start.take() {
-            let _ = start.join();
-        }
+        // Its end first: nothing may run inside libfabric while the rest is closed.
+        drop(self.fabric_start.take());
         // The fabric resources this thread kept for its windows: no window is left.
         #[cfg(have_libfabric)]
         crate::transport::fabric::release();

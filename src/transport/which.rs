@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 /// before that is known: then only where the fabric is forced, which serves every window
 /// whatever the nodes; once known, only under `auto`, where the forced case began already.
 /// `None` where the fabric will not serve, or this build has none.
-pub(crate) fn start_fabric(config: &Config, one_node: Option<bool>) -> Option<JoinHandle<()>> {
+pub(crate) fn start_fabric(config: &Config, one_node: Option<bool>) -> Option<Started> {
     let choice = config.transport_choice();
     let now = match one_node {
         None => choice == TransportChoice::Fabric,
@@ -28,9 +28,23 @@ pub(crate) fn start_fabric(config: &Config, one_node: Option<bool>) -> Option<Jo
         return None;
     }
     #[cfg(have_libfabric)]
-    return super::fabric::start::begin(config.fabric());
+    return super::fabric::start::begin(config.fabric()).map(|t| Started(Some(t)));
     #[cfg(not(have_libfabric))]
     None
+}
+
+/// libfabric's start-up begun on a thread of its own: dropping this waits for it to end, so
+/// that no process leaves while the thread is inside libfabric (whose exit handler frees the
+/// providers under it), whether `World::init` failed after beginning it or the job ends.
+#[derive(Debug)]
+pub(crate) struct Started(Option<JoinHandle<()>>);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// Whether windows spanning `one_node` or not use the fabric on this rank under `choice`:
