@@ -1003,9 +1003,9 @@ fn rate_job(args: &[&str], transport: &str) -> String {
 }
 
 /// The rate tests: rank 0's threads share the window; the header names the threads, the JSON
-/// units carry them (`msg/s t4`), fop_rate's counts are checked by the targets (a wrong count
-/// fails the job), and `-t 0` runs without sharing; over shared memory and (where built) over
-/// libfabric's tcp provider.
+/// units carry them (`msg/s t4`), fop_rate's and acc_rate's counts are checked by the targets
+/// (a wrong count fails the job), and `-t 0` runs without sharing; over shared memory and (where
+/// built) over libfabric's tcp provider.
 #[test]
 fn bench_rate_tests_share_the_window_with_threads() {
     let out = bench(&["put_rate", "-t", "2", "-i", "300", "-x", "5"]);
@@ -1016,30 +1016,33 @@ fn bench_rate_tests_share_the_window_with_threads() {
     let out = bench(&["get_rate", "-t", "0", "-i", "300"]);
     assert!(osu_table(&out).0.contains(&"# Threads: 0"), "{out}");
     for transport in rate_transports() {
-        let args = ["fop_rate", "-t", "4", "--format", "json"];
-        let stdout = rate_job(&args, transport);
-        let doc: Value = serde_json::from_str(&stdout).expect("json");
-        let recs = records(&doc, "fop_rate");
-        assert_eq!(recs.len(), 1, "{transport}: {stdout}");
-        assert_eq!(recs[0]["unit"], "msg/s t4", "{transport}: {stdout}");
-        assert_eq!(recs[0]["ranks"], 3, "{transport}: {stdout}");
-        check_values(recs[0]);
+        for test in ["fop_rate", "acc_rate"] {
+            let args = [test, "-t", "4", "--format", "json"];
+            let stdout = rate_job(&args, transport);
+            let doc: Value = serde_json::from_str(&stdout).expect("json");
+            let recs = records(&doc, test);
+            assert_eq!(recs.len(), 1, "{test} {transport}: {stdout}");
+            assert_eq!(recs[0]["unit"], "msg/s t4", "{test} {transport}: {stdout}");
+            assert_eq!(recs[0]["ranks"], 3, "{test} {transport}: {stdout}");
+            check_values(recs[0]);
+        }
     }
 }
 
 /// `-s fence` for the rate tests: the calls are made in a fence epoch without flushes, and the
-/// header says so; fop_rate's counts are still checked by the targets (a call the closing fence
-/// did not complete fails the job); over shared memory and (where built) libfabric's tcp
-/// provider. A passive-target sync other than flush is refused.
+/// header says so; fop_rate's and acc_rate's counts are still checked by the targets (a call the
+/// closing fence did not complete fails the job); over shared memory and (where built)
+/// libfabric's tcp provider. A passive-target sync other than flush is refused.
 #[test]
 fn bench_rate_tests_run_in_a_fence_epoch() {
     for transport in rate_transports() {
-        for test in ["put_rate", "fop_rate"] {
+        for test in ["put_rate", "fop_rate", "acc_rate"] {
             let stdout = rate_job(&[test, "-s", "fence", "-t", "2"], transport);
             let (header, sizes) = osu_table(&stdout);
             let sync = "# Synchronization: MPI_Win_fence around the calls";
             assert!(header.contains(&sync), "{test} {transport}: {stdout}");
-            assert_eq!(sizes, [8], "{test} {transport}: {stdout}");
+            let size = if test == "acc_rate" { 32 } else { 8 };
+            assert_eq!(sizes, [size], "{test} {transport}: {stdout}");
         }
     }
     let refusal = refused(&["put_rate", "-s", "lock"]);

@@ -484,6 +484,7 @@ static SCENARIOS: &[Scenario] = &[
     flavored("threads::epochs", threads::epochs, &[2, 3]),
     flavored("threads::notified", threads::notified, &[2, 3]),
     flavored("threads::handoff", threads::handoff, &[2, 3]),
+    flavored("threads::many_elements", threads::many_elements, &[2, 3]),
     scenario("threads::errors", threads::errors, &[2]),
     flavored("atomics::errors", atomics::errors, &[2]),
     flavored("atomics::target_sleeps", atomics::target_sleeps, &[2]),

@@ -72,6 +72,20 @@ impl Lane {
             .fetch_atomic(dtype, op, operand, result, to, keep_waiting)
     }
 
+    /// [`Endpoint::fetch_atomic_many`].
+    pub fn fetch_atomic_many(
+        &self,
+        dtype: Datatype,
+        op: AtomicOp,
+        operands: &[u8],
+        result: &mut [u8],
+        to: Remote,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<(), FiError> {
+        self.0
+            .fetch_atomic_many(dtype, op, operands, result, to, keep_waiting)
+    }
+
     /// [`Endpoint::compare_swap`].
     pub fn compare_swap(
         &self,

@@ -456,6 +456,19 @@ pub(crate) trait Lanes: Send + Sync + std::fmt::Debug {
     /// One element's read-modify-write at `offset` of `target`'s window memory, where
     /// [`Lanes::runs_on_nic`]; its old value, or `None` as [`Lanes::put`].
     fn rmw(&self, target: usize, offset: usize, acc: Accumulate) -> Option<Result<u64>>;
+    /// `op` on the consecutive `elem` elements at `offset` of `target`'s window memory with
+    /// `operands` (their bytes), each element atomic on its own, where [`Lanes::runs_on_nic`]
+    /// for the first (an accumulate of one element's kind); the old values go to `result`, as
+    /// long as `operands`. `None` as [`Lanes::put`].
+    fn accumulate_many(
+        &self,
+        target: usize,
+        offset: usize,
+        elem: Elem,
+        op: Op,
+        operands: &[u8],
+        result: &mut [u8],
+    ) -> Option<Result<()>>;
     /// Complete at `target` every operation this process had issued to it when the call began,
     /// by any thread's lane and by the window's thread.
     fn flush(&self, target: usize) -> Result<()>;

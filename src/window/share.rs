@@ -12,7 +12,7 @@
 //! as a copy, a fetch_and_op, compare_and_swap or one-element accumulate as a CPU atomic, a
 //! flush as a memory fence, with no job and no lock shared with the other threads. So are
 //! puts and gets of a target over the fabric in any epoch, and its fetch_and_op,
-//! compare_and_swap and one-element accumulates where the window runs them on the NIC
+//! compare_and_swap, accumulates and get_accumulates where the window runs them on the NIC
 //! (`wired.rs`): the calling thread makes them through an endpoint of its own, opened at its
 //! first such call, and its flush of such a target completes what every thread's endpoint and
 //! the window's thread issued to it.
@@ -363,6 +363,16 @@ impl WindowHandle<'_> {
             if let Some(done) = self.wired.rmw(target, disp, AccOp::Apply(op), *one, enter) {
                 return done.map(drop);
             }
+        } else if origin.len() > 1 && accumulate_op::<T>(op).is_ok() {
+            // The lane's atomics fetch: the old values land here, unread.
+            let mut old = vec![T::zeroed(); origin.len()];
+            let enter = || self.enter(target);
+            let wired = self
+                .wired
+                .accumulate_many(target, disp, op, origin, &mut old, enter);
+            if let Some(done) = wired {
+                return done;
+            }
         }
         let data = origin.to_vec();
         self.call(move |w| w.accumulate(&data, target, disp, op))
@@ -378,6 +388,15 @@ impl WindowHandle<'_> {
         disp: usize,
         op: Op,
     ) -> Result<()> {
+        if origin.len() == result.len() && op.check(T::ELEM).is_ok() {
+            let enter = || self.enter(target);
+            let wired = self
+                .wired
+                .accumulate_many(target, disp, op, origin, result, enter);
+            if let Some(done) = wired {
+                return done;
+            }
+        }
         let data = origin.to_vec();
         self.call_into(result, move |w, previous| {
             w.get_accumulate(&data, previous, target, disp, op)

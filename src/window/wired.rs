@@ -1,9 +1,10 @@
 //! The targets the threads of a shared window ([`Window::share`]) reach over the network
 //! through endpoints of their own (lanes, where the target's transport has them: the fabric's),
 //! with no call to the window's thread: a thread's put and get of such a target go through its
-//! lane, as do its fetch_and_op, compare_and_swap and one-element accumulate where the window
-//! runs that accumulate on the NIC (so that the lane's is atomic with the window's), and its
-//! flush completes what every lane and the window's thread issued to the target.
+//! lane, as do its fetch_and_op, compare_and_swap and accumulates (fetching or not, of one
+//! element or several) where the window runs accumulates of their kind on the NIC (so that the
+//! lane's are atomic with the window's), and its flush completes what every lane and the
+//! window's thread issued to the target.
 //!
 //! Like the loaded targets (`loaded.rs`), read once when sharing starts: a target is wired when
 //! an epoch covers it (fence, PSCW or passive target), its data and its atomics take the same
@@ -18,7 +19,7 @@
 //! window does.
 
 use super::atomic::{from_bits, one_element};
-use super::{AtomicElem, Extent, Flavor, Window};
+use super::{AtomicElem, Extent, Flavor, Op, Window};
 use crate::error::Result;
 use crate::protocol::passive::Access;
 use crate::transport::{AccOp, Lanes};
@@ -169,6 +170,36 @@ impl Wired {
         }
         match self.place(target, disp, T::ELEM.size(), enter)? {
             Ok((lanes, off)) => Some(lanes.rmw(target, off, acc)?.map(from_bits)),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// The accumulate `op` of the elements `operands` at displacement `disp` of `target`
+    /// through this thread's lane, where the window runs accumulates of their kind there on
+    /// the NIC (`enter` as in [`Wired::place`]), each element atomic on its own; the old values
+    /// go to `result`, as long as `operands`. `None` (nothing done) where the window's thread
+    /// must make the call. The caller has checked `op` against the element type.
+    pub(super) fn accumulate_many<T: AtomicElem>(
+        &self,
+        target: usize,
+        disp: usize,
+        op: Op,
+        operands: &[T],
+        result: &mut [T],
+        enter: impl FnOnce() -> Result<()>,
+    ) -> Option<Result<()>> {
+        let first = one_element(AccOp::Apply(op), *operands.first()?, self.same_op);
+        let lanes = self.lanes.as_deref().filter(|l| l.reaches(target))?;
+        let e = self.extents.get(target)?;
+        let off = disp.checked_mul(e.disp_unit)?;
+        // The first element's place decides for all: they follow it, each as aligned.
+        if !lanes.runs_on_nic(target, off, first) {
+            return None;
+        }
+        let bytes: &[u8] = bytemuck::cast_slice(operands);
+        let old: &mut [u8] = bytemuck::cast_slice_mut(result);
+        match self.place(target, disp, bytes.len(), enter)? {
+            Ok((lanes, off)) => lanes.accumulate_many(target, off, T::ELEM, op, bytes, old),
             Err(e) => Some(Err(e)),
         }
     }

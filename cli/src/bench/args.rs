@@ -59,6 +59,8 @@ pub enum Test {
     GetRate,
     /// As put_rate, with fetch_and_op (MPI_SUM of one u64).
     FopRate,
+    /// As put_rate, with an accumulate of four u64 (MPI_SUM).
+    AccRate,
     /// Floor: single-thread memcpy bandwidth in one process.
     MemcpyBw,
     /// Floor: half round trip of an atomic flag ping-pong through shared memory.
@@ -121,6 +123,7 @@ impl Test {
             Test::PutRate => "put_rate",
             Test::GetRate => "get_rate",
             Test::FopRate => "fop_rate",
+            Test::AccRate => "acc_rate",
             Test::MemcpyBw => "memcpy_bw",
             Test::AtomicPingpong => "atomic_pingpong",
             Test::All => "all",
@@ -163,7 +166,10 @@ impl Test {
 
     /// A message-rate test of rank 0's threads (`-t`), on `-n` ranks (2 unless told).
     pub(super) fn is_rate(self) -> bool {
-        matches!(self, Test::PutRate | Test::GetRate | Test::FopRate)
+        matches!(
+            self,
+            Test::PutRate | Test::GetRate | Test::FopRate | Test::AccRate
+        )
     }
 
     /// A test with W operations per synchronization (`-W`).
@@ -372,9 +378,9 @@ pub struct BenchArgs {
     /// [default: 4, rate tests 2; inside a job: the job's].
     #[arg(short = 'n', long = "ranks", value_name = "N")]
     pub ranks: Option<usize>,
-    /// Threads of rank 0 in the rate tests (put_rate, get_rate, fop_rate), each making the
-    /// test's calls through one shared window; 0: rank 0's own thread calls the window itself,
-    /// without sharing it [default: 1].
+    /// Threads of rank 0 in the rate tests (put_rate, get_rate, fop_rate, acc_rate), each making
+    /// the test's calls through one shared window; 0: rank 0's own thread calls the window
+    /// itself, without sharing it [default: 1].
     #[arg(short = 't', long = "threads", value_name = "T")]
     pub threads: Option<usize>,
     /// Start the job as K simulated nodes, as `onesided run --simulate-nodes K` does: a window

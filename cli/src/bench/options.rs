@@ -129,7 +129,7 @@ impl Plan {
             return Err(refuse(
                 t,
                 "-t",
-                "the rate tests (put_rate, get_rate, fop_rate)",
+                "the rate tests (put_rate, get_rate, fop_rate, acc_rate)",
             ));
         }
         if args.ranks.is_some() && !(all || t.is_group() || t.is_rate()) {

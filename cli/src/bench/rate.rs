@@ -4,13 +4,14 @@
 //! - `put_rate`: each thread puts 8 bytes and flushes its target, again and again.
 //! - `get_rate`: the same with an 8-byte get.
 //! - `fop_rate`: the same with fetch_and_op (MPI_SUM of one u64).
+//! - `acc_rate`: the same with an accumulate of [`ACC`] u64 (MPI_SUM), one message each.
 //!
 //! Rank 0's threads are the origins; thread `i` targets rank `1 + i % (N - 1)`, word `i` of its
 //! window, inside one lock_all epoch. The other ranks wait. A repetition times, at rank 0,
 //! from before the window is shared until every thread has made `-i` calls (thread start
 //! included), and reports messages per second: T * iterations / time. `-t 0` is the baseline
 //! without threads: rank 0's own thread makes the calls on the window itself. Afterwards the
-//! targets check that fop_rate's counters hold every thread's additions.
+//! targets check that fop_rate's and acc_rate's counters hold every thread's additions.
 //!
 //! With `-s fence` the calls are made in a fence epoch instead, without flushes: a repetition
 //! opens the epoch with a fence on every rank and times, at rank 0, the calls and the fence
@@ -29,7 +30,11 @@ enum Call {
     Put,
     Get,
     Fop,
+    Acc,
 }
+
+/// Elements of one acc_rate accumulate.
+const ACC: usize = 4;
 
 impl Call {
     fn of(test: Test) -> Result<Call> {
@@ -37,6 +42,7 @@ impl Call {
             Test::PutRate => Ok(Call::Put),
             Test::GetRate => Ok(Call::Get),
             Test::FopRate => Ok(Call::Fop),
+            Test::AccRate => Ok(Call::Acc),
             t => Err(Error::new(
                 ErrorClass::Intern,
                 format!("{} is not a rate test", t.name()),
@@ -50,6 +56,7 @@ impl Call {
             Call::Put => win.put(&[disp as u64], target, disp)?,
             Call::Get => win.get(&mut [0u64], target, disp)?,
             Call::Fop => drop(win.fetch_and_op(1u64, target, disp, Op::Sum)?),
+            Call::Acc => win.accumulate(&[1u64; ACC], target, disp, Op::Sum)?,
         }
         match flush {
             true => win.flush(target),
@@ -63,6 +70,7 @@ impl Call {
             Call::Put => h.put(&[disp as u64], target, disp)?,
             Call::Get => h.get(&mut [0u64], target, disp)?,
             Call::Fop => drop(h.fetch_and_op(1u64, target, disp, Op::Sum)?),
+            Call::Acc => h.accumulate(&[1u64; ACC], target, disp, Op::Sum)?,
         }
         match flush {
             true => h.flush(target),
@@ -116,6 +124,7 @@ pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) 
         Call::Put => "Put Message Rate",
         Call::Get => "Get Message Rate",
         Call::Fop => "Fetch_and_op Message Rate",
+        Call::Acc => "Accumulate Message Rate",
     };
     report.table(Table {
         name: test.name(),
@@ -129,14 +138,22 @@ pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) 
             true => "MPI_Win_fence around the calls",
             false => "MPI_Win_lock_all, MPI_Win_flush after each call",
         }),
-        datatype: Some("MPI_UINT64_T"),
+        datatype: Some(match call {
+            Call::Acc => "MPI_UINT64_T, 4 per accumulate",
+            _ => "MPI_UINT64_T",
+        }),
         ranks: n,
         show_ranks: true,
         columns: vec![MESSAGE_RATE],
         imb: None,
         threads: Some(threads),
     })?;
-    let pass = plan.pass(Kind::Latency, 8);
+    // The bytes one call moves: the row's size.
+    let size = match call {
+        Call::Acc => 8 * ACC,
+        _ => 8,
+    };
+    let pass = plan.pass(Kind::Latency, size);
     let words = STRIDE * threads.max(1);
     let win = Window::allocate(world, 8 * words, 8, &Info::new())?;
     let times = timed_calls(world, &win, call, threads, fenced, plan.repetitions, pass);
@@ -146,7 +163,7 @@ pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) 
     let times = checked?;
     let messages = (threads.max(1) * pass.iters) as f64;
     let rates: Vec<f64> = times.iter().map(|t| messages / t.as_secs_f64()).collect();
-    report.row(8, pass.iters, &[rates])
+    report.row(size, pass.iters, &[rates])
 }
 
 /// The repetitions of a rate test: rank 0's times; the others wait at barriers. In one
@@ -194,7 +211,8 @@ fn timed_calls(
     Ok(times)
 }
 
-/// fop_rate: every target's words hold the additions of the threads that targeted them.
+/// fop_rate and acc_rate: every target's words hold the additions of the threads that
+/// targeted them (acc_rate's [`ACC`] words from each thread's first).
 fn check_counts(
     world: &World,
     win: &Window<'_>,
@@ -204,20 +222,28 @@ fn check_counts(
     pass: Pass,
 ) -> Result<()> {
     let (me, n) = (world.rank(), world.size());
-    if !matches!(call, Call::Fop) || me == 0 {
+    let (counted, name) = match call {
+        Call::Fop => (1, "fop_rate"),
+        Call::Acc => (ACC, "acc_rate"),
+        _ => return Ok(()),
+    };
+    if me == 0 {
         return Ok(());
     }
     let per_thread = (pass.warmup + pass.iters * plan.repetitions) as u64;
     let mut words = vec![0u64; STRIDE * threads.max(1)];
     win.read_local(0, &mut words)?;
-    for (i, &got) in words.iter().step_by(STRIDE).enumerate() {
+    for (i, line) in words.chunks(STRIDE).enumerate() {
         let mine = target_of(i, n) == me && (i < threads || (threads == 0 && i == 0));
-        let want = if mine { per_thread } else { 0 };
-        if got != want {
-            return Err(Error::new(
-                ErrorClass::Other,
-                format!("fop_rate: word {i} of rank {me} holds {got} additions, not {want}"),
-            ));
+        for (k, &got) in line.iter().enumerate() {
+            let want = if mine && k < counted { per_thread } else { 0 };
+            if got != want {
+                let w = STRIDE * i + k;
+                return Err(Error::new(
+                    ErrorClass::Other,
+                    format!("{name}: word {w} of rank {me} holds {got} additions, not {want}"),
+                ));
+            }
         }
     }
     Ok(())

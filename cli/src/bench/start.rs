@@ -229,7 +229,9 @@ fn one(
         Test::WindowCreate => group::window_create(world, plan, report),
         Test::WindowScale => scale::window_scale(world, plan, report),
         Test::SharedAlloc => scale::shared_alloc(world, plan, report),
-        Test::PutRate | Test::GetRate | Test::FopRate => rate::rate(world, test, plan, report),
+        Test::PutRate | Test::GetRate | Test::FopRate | Test::AccRate => {
+            rate::rate(world, test, plan, report)
+        }
         Test::MemcpyBw => floor::memcpy_bw(world, plan, report),
         Test::AtomicPingpong => floor::atomic_pingpong(world, plan, report),
         Test::Imb => {

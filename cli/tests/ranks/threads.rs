@@ -229,6 +229,67 @@ pub fn epochs(world: &World, flavor: Flavor) -> Res {
     })
 }
 
+/// Elements of each accumulate of [`many_elements`].
+const MANY: usize = 3;
+
+/// Accumulates of several elements from every thread at once (over the fabric, through each
+/// thread's own endpoint where the window runs them on the NIC): in a lock_all epoch, every
+/// thread of every rank adds `[1, 2, 3]` by accumulate to words 0-2 of every target and
+/// `[1, 1, 1]` by get_accumulate to words 3-5, [`EACH`] times. The sums are exact, and each
+/// element's old values a thread fetched from one target rise from call to call and stay
+/// below the total (each element is atomic on its own, not the three together).
+pub fn many_elements(world: &World, flavor: Flavor) -> Res {
+    let n = world.size();
+    let adds: [u64; MANY] = [1, 2, 3];
+    with_window(world, flavor, 8 * 2 * MANY, 8, &Info::new(), |win| {
+        for threads in THREADS {
+            win.write_local(0, &[0u64; 2 * MANY]).ctx("write_local")?;
+            world.barrier().ctx("barrier")?;
+            win.lock_all(Assert::NONE).ctx("lock_all")?;
+            let total = (n * threads * EACH) as u64;
+            on_threads(win, threads, |h, _| {
+                let mut last = vec![None::<[u64; MANY]>; n];
+                for _ in 0..EACH {
+                    for (target, last) in last.iter_mut().enumerate() {
+                        h.accumulate(&adds, target, 0, Op::Sum).ctx("accumulate")?;
+                        let mut old = [0u64; MANY];
+                        h.get_accumulate(&[1u64; MANY], &mut old, target, MANY, Op::Sum)
+                            .ctx("get_accumulate")?;
+                        for (j, &v) in old.iter().enumerate() {
+                            ensure!(v < total, "element {j} of {target} fetched {v} of {total}");
+                            if let Some(before) = last {
+                                ensure!(
+                                    v > before[j],
+                                    "element {j} of {target} fetched {v} after {}",
+                                    before[j]
+                                );
+                            }
+                        }
+                        *last = Some(old);
+                    }
+                }
+                Ok(())
+            })?;
+            win.unlock_all().ctx("unlock_all")?;
+            world.barrier().ctx("barrier")?;
+            let mine = local_u64(win, 2 * MANY)?;
+            for (j, add) in adds.iter().enumerate() {
+                ensure_eq!(
+                    mine[j],
+                    total * add,
+                    "{threads} threads: accumulate of element {j}"
+                );
+                ensure_eq!(
+                    mine[MANY + j],
+                    total,
+                    "{threads} threads: get_accumulate of element {j}"
+                );
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Puts of [`handoff`], one word each: small puts return before they are delivered (over the
 /// fabric they are injected), so some are still in flight when a flush that ignored them
 /// would have returned.

@@ -28,6 +28,7 @@ use super::waits::waiting;
 use crate::error::Result;
 use crate::peers::Peers;
 use crate::protocol::native::NativeOps;
+use crate::protocol::reduce::{Elem, Op};
 use crate::transport::Lanes;
 use crate::transport::{AccOp, Accumulate, Path, path_at};
 use onesided_fabric as fi;
@@ -320,6 +321,27 @@ impl Lanes for FabricLanes {
             }
             .map(|()| u64::from_le_bytes(old))
         })
+    }
+
+    fn accumulate_many(
+        &self,
+        target: usize,
+        offset: usize,
+        elem: Elem,
+        op: Op,
+        operands: &[u8],
+        result: &mut [u8],
+    ) -> Option<Result<()>> {
+        let (dt, fop) = (datatype(elem), atomic_op(op));
+        self.on_lane(
+            target,
+            offset,
+            operands.len(),
+            |ep, to, live| match operands.is_empty() {
+                true => Ok(()),
+                false => ep.fetch_atomic_many(dt, fop, operands, result, to, live),
+            },
+        )
     }
 
     fn reaches(&self, target: usize) -> bool {
