@@ -364,12 +364,10 @@ impl WindowHandle<'_> {
                 return done.map(drop);
             }
         } else if origin.len() > 1 && accumulate_op::<T>(op).is_ok() {
-            // The lane's atomics fetch: the old values land here, unread.
-            let mut old = vec![T::zeroed(); origin.len()];
             let enter = || self.enter(target);
             let wired = self
                 .wired
-                .accumulate_many(target, disp, op, origin, &mut old, enter);
+                .accumulate_many(target, disp, op, origin, None, enter);
             if let Some(done) = wired {
                 return done;
             }
@@ -392,7 +390,7 @@ impl WindowHandle<'_> {
             let enter = || self.enter(target);
             let wired = self
                 .wired
-                .accumulate_many(target, disp, op, origin, result, enter);
+                .accumulate_many(target, disp, op, origin, Some(result), enter);
             if let Some(done) = wired {
                 return done;
             }

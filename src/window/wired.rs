@@ -22,7 +22,7 @@ use super::atomic::{from_bits, one_element};
 use super::{AtomicElem, Extent, Flavor, Op, Window};
 use crate::error::Result;
 use crate::protocol::passive::Access;
-use crate::transport::{AccOp, Lanes};
+use crate::transport::{AccOp, Accumulate, Lanes};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The wired targets of a shared window.
@@ -160,12 +160,7 @@ impl Wired {
         enter: impl FnOnce() -> Result<()>,
     ) -> Option<Result<T>> {
         let acc = one_element(op, operand, self.same_op);
-        // Asked before the lock word is taken: a call the lane will not make goes to the
-        // window's thread whole.
-        let lanes = self.lanes.as_deref().filter(|l| l.reaches(target))?;
-        let e = self.extents.get(target)?;
-        let off = disp.checked_mul(e.disp_unit)?;
-        if !lanes.runs_on_nic(target, off, acc) {
+        if !self.on_nic(target, disp, acc) {
             return None;
         }
         match self.place(target, disp, T::ELEM.size(), enter)? {
@@ -177,31 +172,51 @@ impl Wired {
     /// The accumulate `op` of the elements `operands` at displacement `disp` of `target`
     /// through this thread's lane, where the window runs accumulates of their kind there on
     /// the NIC (`enter` as in [`Wired::place`]), each element atomic on its own; the old values
-    /// go to `result`, as long as `operands`. `None` (nothing done) where the window's thread
-    /// must make the call. The caller has checked `op` against the element type.
+    /// go to `result`, as long as `operands`, or where it is `None` to a buffer of this call
+    /// (a lane's atomics fetch). `None` (nothing done) where the window's thread must make the
+    /// call. The caller has checked `op` against the element type.
     pub(super) fn accumulate_many<T: AtomicElem>(
         &self,
         target: usize,
         disp: usize,
         op: Op,
         operands: &[T],
-        result: &mut [T],
+        result: Option<&mut [T]>,
         enter: impl FnOnce() -> Result<()>,
     ) -> Option<Result<()>> {
-        let first = one_element(AccOp::Apply(op), *operands.first()?, self.same_op);
-        let lanes = self.lanes.as_deref().filter(|l| l.reaches(target))?;
-        let e = self.extents.get(target)?;
-        let off = disp.checked_mul(e.disp_unit)?;
         // The first element's place decides for all: they follow it, each as aligned.
-        if !lanes.runs_on_nic(target, off, first) {
+        let first = one_element(AccOp::Apply(op), *operands.first()?, self.same_op);
+        if !self.on_nic(target, disp, first) {
             return None;
         }
+        let mut scratch = Vec::new();
+        let result = match result {
+            Some(r) => r,
+            None => {
+                scratch.resize(operands.len(), T::zeroed());
+                &mut scratch[..]
+            }
+        };
         let bytes: &[u8] = bytemuck::cast_slice(operands);
         let old: &mut [u8] = bytemuck::cast_slice_mut(result);
         match self.place(target, disp, bytes.len(), enter)? {
             Ok((lanes, off)) => lanes.accumulate_many(target, off, T::ELEM, op, bytes, old),
             Err(e) => Some(Err(e)),
         }
+    }
+
+    /// Whether this thread's lane may run `acc` at displacement `disp` of `target`: the
+    /// target is wired and the window runs that accumulate there on the NIC. Asked before the
+    /// lock word is taken: a call the lane will not make goes to the window's thread whole.
+    fn on_nic(&self, target: usize, disp: usize, acc: Accumulate) -> bool {
+        let Some(lanes) = self.lanes.as_deref().filter(|l| l.reaches(target)) else {
+            return false;
+        };
+        let Some(e) = self.extents.get(target) else {
+            return false;
+        };
+        disp.checked_mul(e.disp_unit)
+            .is_some_and(|off| lanes.runs_on_nic(target, off, acc))
     }
 
     /// Whether `target` is wired and a passive-target epoch covers it: its flushes and request

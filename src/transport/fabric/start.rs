@@ -24,7 +24,7 @@ pub(crate) fn begin(config: &FabricConfig) -> Option<JoinHandle<()>> {
         .spawn(move || {
             let start = Instant::now();
             // Errors are the first window's to report, with its context.
-            let found = fi::load().and_then(|()| fi::Provider::find(&req));
+            let found = fi::Provider::find(&req);
             tracing::debug!(
                 elapsed_ms = start.elapsed().as_millis() as u64,
                 ok = found.is_ok(),
