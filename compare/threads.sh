@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Threads sharing a window (`Window::share`): `onesided bench put_rate` (8-byte put + flush, in
-# a lock_all epoch, rank 0 to rank 1; or get_rate, fop_rate, acc_rate) with -t 0 (rank 0's own thread calls the window, no
-# sharing), -t 1, -t 2 and -t 4 threads, over shared memory and libfabric's tcp and shm
+# a lock_all epoch, rank 0 to rank 1; or get_rate, fop_rate, acc_rate, notify_rate) with -t 0
+# (rank 0's own thread calls the window, no sharing), -t 1, -t 2 and -t 4 threads, over shared memory and libfabric's tcp and shm
 # providers, the fabric ones with an endpoint per thread (ONESIDED_FABRIC_THREADS=endpoints, the
 # default) and with every call through the window's thread (=window), every run in turns in each
 # round. Prints, per transport, the median over the rounds of the message rate of each thread

@@ -1003,8 +1003,8 @@ fn rate_job(args: &[&str], transport: &str) -> String {
 }
 
 /// The rate tests: rank 0's threads share the window; the header names the threads, the JSON
-/// units carry them (`msg/s t4`), fop_rate's and acc_rate's counts are checked by the targets
-/// (a wrong count fails the job), and `-t 0` runs without sharing; over shared memory and (where
+/// units carry them (`msg/s t4`), fop_rate's and acc_rate's counts and notify_rate's
+/// notifications are checked by the targets (a wrong count fails the job), and `-t 0` runs without sharing; over shared memory and (where
 /// built) over libfabric's tcp provider.
 #[test]
 fn bench_rate_tests_share_the_window_with_threads() {
@@ -1016,7 +1016,7 @@ fn bench_rate_tests_share_the_window_with_threads() {
     let out = bench(&["get_rate", "-t", "0", "-i", "300"]);
     assert!(osu_table(&out).0.contains(&"# Threads: 0"), "{out}");
     for transport in rate_transports() {
-        for test in ["fop_rate", "acc_rate"] {
+        for test in ["fop_rate", "acc_rate", "notify_rate"] {
             let args = [test, "-t", "4", "--format", "json"];
             let stdout = rate_job(&args, transport);
             let doc: Value = serde_json::from_str(&stdout).expect("json");
@@ -1029,14 +1029,55 @@ fn bench_rate_tests_share_the_window_with_threads() {
     }
 }
 
+/// `notify_latency -t 1`: a thread of each rank bounces the notified hand-offs through the
+/// shared window; the header and the units say so, over shared memory and (where built)
+/// libfabric's tcp provider. `-t 2` is refused, as is `-t` for a test without threads.
+#[test]
+fn bench_notify_latency_bounces_through_threads() {
+    for transport in rate_transports() {
+        let mut args = vec![
+            "bench",
+            "notify_latency",
+            "-t",
+            "1",
+            "-m",
+            "8:64",
+            "-i",
+            "100",
+        ];
+        args.extend(["-x", "10", "--format", "json", "--transport", transport]);
+        let out = onesided_with(&args, &[("FI_PROVIDER", "tcp")]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{transport}: {stdout}");
+        let doc: Value = serde_json::from_str(&stdout).expect("json");
+        let recs = records(&doc, "notify_latency");
+        assert_eq!(recs.len(), 8, "4 sizes, 2 ways: {stdout}");
+        let units: Vec<&str> = recs.iter().filter_map(|r| r["unit"].as_str()).collect();
+        assert!(units.iter().all(|u| u.ends_with(" t1")), "{units:?}");
+        recs.iter().for_each(|r| check_values(r));
+    }
+    let out = bench(&["notify_latency", "-t", "1", "-m", "8:8", "-i", "100"]);
+    assert!(osu_table(&out).0.contains(&"# Threads: 1"), "{out}");
+    let refusal = refused(&["notify_latency", "-t", "2"]);
+    assert!(
+        refusal.contains("notify_latency takes -t 0 or -t 1"),
+        "{refusal}"
+    );
+    let refusal = refused(&["put_latency", "-t", "1"]);
+    assert!(
+        refusal.contains("-t applies to the rate tests"),
+        "{refusal}"
+    );
+}
+
 /// `-s fence` for the rate tests: the calls are made in a fence epoch without flushes, and the
-/// header says so; fop_rate's and acc_rate's counts are still checked by the targets (a call the
-/// closing fence did not complete fails the job); over shared memory and (where built)
+/// header says so; fop_rate's and acc_rate's counts and notify_rate's notifications are still
+/// checked by the targets (a call the closing fence did not complete fails the job); over shared memory and (where built)
 /// libfabric's tcp provider. A passive-target sync other than flush is refused.
 #[test]
 fn bench_rate_tests_run_in_a_fence_epoch() {
     for transport in rate_transports() {
-        for test in ["put_rate", "fop_rate", "acc_rate"] {
+        for test in ["put_rate", "fop_rate", "acc_rate", "notify_rate"] {
             let stdout = rate_job(&[test, "-s", "fence", "-t", "2"], transport);
             let (header, sizes) = osu_table(&stdout);
             let sync = "# Synchronization: MPI_Win_fence around the calls";

@@ -1,5 +1,6 @@
-//! An endpoint one thread at a time uses, which may move between threads: blocking puts, gets,
-//! atomics and flushes only (a lane of a thread of a shared window).
+//! An endpoint one thread at a time uses, which may move between threads: blocking puts (with
+//! a notification or without), gets, atomics and flushes only (a lane of a thread of a shared
+//! window).
 
 use crate::domain::{AtomicOp, Datatype, Domain};
 use crate::endpoint::{Endpoint, Flusher, Idle};
@@ -46,6 +47,23 @@ impl Lane {
         keep_waiting: &dyn Fn() -> Waiting,
     ) -> Result<(), FiError> {
         self.0.write(src, to, keep_waiting)
+    }
+
+    /// Whether [`Lane::write_notify`] carries `len` bytes: the provider carries remote data
+    /// ([`Endpoint::remote_data_bits`]) and they fit one operation.
+    pub fn carries(&self, len: usize) -> bool {
+        self.0.remote_data_bits() > 0 && len <= self.0.max_msg_size()
+    }
+
+    /// [`Endpoint::write_notify`].
+    pub fn write_notify(
+        &self,
+        src: &[u8],
+        to: Remote,
+        data: u64,
+        keep_waiting: &dyn Fn() -> Waiting,
+    ) -> Result<(), FiError> {
+        self.0.write_notify(src, to, data, keep_waiting)
     }
 
     /// [`Endpoint::read`].

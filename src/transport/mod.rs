@@ -338,6 +338,12 @@ pub trait Transport: std::fmt::Debug {
         0
     }
 
+    /// Whether notifications reach this rank with this transport's writes
+    /// ([`Transport::notified`] counts them); not by default.
+    fn carries_notifications(&self) -> bool {
+        false
+    }
+
     /// Start writing `src` at `offset` of `target`'s `space`; `src` may be reused when this
     /// returns. Complete at the start by default.
     fn start_put(&self, target: usize, space: Space, offset: usize, src: &[u8]) -> Result<Pending> {
@@ -450,6 +456,21 @@ pub(crate) trait Lanes: Send + Sync + std::fmt::Debug {
     fn put(&self, target: usize, offset: usize, src: &[u8]) -> Option<Result<()>>;
     /// Get `dst` from `offset` of `target`'s window memory, as [`Lanes::put`].
     fn get(&self, target: usize, offset: usize, dst: &mut [u8]) -> Option<Result<()>>;
+    /// [`Lanes::put`] in one write that carries notification `id` to `target`, as
+    /// [`Transport::put_notify`] does; `None` (nothing moved) also where the lane cannot carry
+    /// it, and the window's thread then puts and signals.
+    fn put_notify(&self, target: usize, offset: usize, src: &[u8], id: usize)
+    -> Option<Result<()>>;
+    /// [`Lanes::get`], then an addition of 1 to the word at `slot` of `target`'s control block
+    /// (a notification counter) by the window's atomics, complete when the call returns: the
+    /// notification of a get, which arrives once its data was read. `None` as [`Lanes::put`].
+    fn get_notify(
+        &self,
+        target: usize,
+        offset: usize,
+        dst: &mut [u8],
+        slot: usize,
+    ) -> Option<Result<()>>;
     /// Whether the window runs `acc` at `offset` of `target` on the NIC, as a lane then may (so
     /// that the lane's is atomic with the window's).
     fn runs_on_nic(&self, target: usize, offset: usize, acc: Accumulate) -> bool;

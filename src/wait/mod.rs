@@ -13,7 +13,7 @@
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
 use onesided_shm::{Mem, futex};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 mod crowd;
@@ -79,9 +79,35 @@ pub(crate) fn until(
     watch: &dyn Fn() -> Result<()>,
 ) -> Result<u64> {
     let range = |_| Error::new(ErrorClass::Intern, "control word outside the control block");
-    let word = ctrl.atomic_u64(offset).map_err(range)?;
-    let sleepers = ctrl.atomic_u32(layout::SLEEPERS).map_err(range)?;
-    let bell = ctrl.atomic_u32(layout::DOORBELL).map_err(range)?;
+    let words = Words {
+        word: ctrl.atomic_u64(offset).map_err(range)?,
+        sleepers: ctrl.atomic_u32(layout::SLEEPERS).map_err(range)?,
+        bell: ctrl.atomic_u32(layout::DOORBELL).map_err(range)?,
+    };
+    until_words(words, done, progress, watch)
+}
+
+/// The words of a control block a wait watches: the word waited for, and the sleeper count and
+/// doorbell of the block ([`ring`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Words<'c> {
+    pub(crate) word: &'c AtomicU64,
+    pub(crate) sleepers: &'c AtomicU32,
+    pub(crate) bell: &'c AtomicU32,
+}
+
+/// [`until`] on the words found already (of a block the calling thread shares with others).
+pub(crate) fn until_words(
+    words: Words<'_>,
+    done: impl Fn(u64) -> bool,
+    progress: &(impl Progress + ?Sized),
+    watch: &dyn Fn() -> Result<()>,
+) -> Result<u64> {
+    let Words {
+        word,
+        sleepers,
+        bell,
+    } = words;
     let backoff = match progress.patient() {
         true => Pause::patient(),
         false => Pause::brief(),
@@ -152,17 +178,24 @@ pub(crate) fn ring_lock(ctrl: &Mem<'_>) -> Result<()> {
 fn ring_at(ctrl: &Mem<'_>, sleepers: usize, bell: usize) -> Result<()> {
     let sleepers = ctrl.atomic_u32(sleepers).map_err(Error::from)?;
     if sleepers.load(Ordering::SeqCst) > 0 {
-        wake_at(ctrl, bell)?;
+        wake(ctrl.atomic_u32(bell).map_err(Error::from)?);
     }
     Ok(())
 }
 
+/// [`ring`] with the block's sleeper count and doorbell words given (a block other threads
+/// share: `onesided_shm::SyncMem`).
+#[inline(always)]
+pub(crate) fn ring_words(sleepers: &AtomicU32, bell: &AtomicU32) {
+    if sleepers.load(Ordering::SeqCst) > 0 {
+        wake(bell);
+    }
+}
+
 #[cold]
-fn wake_at(ctrl: &Mem<'_>, bell: usize) -> Result<()> {
-    let bell = ctrl.atomic_u32(bell).map_err(Error::from)?;
+fn wake(bell: &AtomicU32) {
     bell.fetch_add(1, Ordering::SeqCst);
     futex::wake_all(bell);
-    Ok(())
 }
 
 /// Try `attempt`, spinning and yielding between tries while `backoff` lasts: `Some` once a try

@@ -1,9 +1,12 @@
 //! The targets whose data the threads of a shared window ([`Window::share`]) move themselves:
 //! where the shared-memory transport maps a target's window memory here and completes every
 //! operation to it once issued, a thread's put or get of it is a copy it makes itself, its
-//! fetch_and_op, compare_and_swap or accumulate of one aligned element a CPU atomic (where the
-//! window's atomics are CPU atomics), and its flush a memory fence, with no call to the
-//! window's thread and no lock shared with the other threads.
+//! fetch_and_op, compare_and_swap, accumulate or get_accumulate of aligned elements a CPU
+//! atomic per element (where the window's atomics are CPU atomics), its notified put or get the copy and then a CPU addition
+//! to the target's counter of the id (the same place), and its flush a memory fence, with no
+//! call to the window's thread and no lock shared with the other threads (but the notification
+//! counters, eight to a cache line: threads notifying one target with neighbouring ids share
+//! it).
 //!
 //! Only while the window is shared: the epoch cannot change then (a handle makes no epoch
 //! calls, and the calls the window's thread serves only take the lock words of targets not
@@ -19,12 +22,14 @@
 //! range, epoch) goes to the window's thread instead, which reports it as the window does.
 
 use super::atomic::{from_bits, one_element};
-use super::{AtomicElem, Extent, Flavor, Window};
+use super::{AtomicElem, Extent, Flavor, Op, Window};
+use crate::protocol::layout;
 use crate::protocol::passive::Access;
 use crate::transport::AccOp;
 use crate::transport::shm::{Word, rmw_word};
+use crate::wait;
 use onesided_shm::SyncMem;
-use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
 
 /// The loaded targets of a shared window.
 #[derive(Debug)]
@@ -33,6 +38,9 @@ pub(super) struct Loaded<'a> {
     views: Vec<Option<SyncMem<'a>>>,
     /// Per loaded target: its window memory, where its aligned elements are CPU atomics.
     elements: Vec<Option<SyncMem<'a>>>,
+    /// Per loaded target: its control block, where the window's atomics are CPU atomics
+    /// (notifications are additions to its counters).
+    blocks: Vec<Option<SyncMem<'static>>>,
     /// The `same_op` hint of the window's accumulates.
     same_op: bool,
     extents: Vec<Extent>,
@@ -66,6 +74,12 @@ impl<'a> Loaded<'a> {
                 mem.map(|mem| SyncMem::new(mem.clone()))
             })
             .collect();
+        let blocks = (0..n)
+            .map(|t| {
+                let block = win.direct.block(t).filter(|_| views[t].is_some());
+                block.map(|block| SyncMem::new(block.clone()))
+            })
+            .collect();
         let fence_flush: Vec<bool> = (0..n)
             .map(|t| views[t].is_some() && epochs.flush(t).is_ok())
             .collect();
@@ -74,6 +88,7 @@ impl<'a> Loaded<'a> {
             fence_flush,
             views,
             elements,
+            blocks,
             same_op: win.hints.get().same_op,
             extents: win.extents.clone(),
             moved: AtomicBool::new(false),
@@ -141,6 +156,89 @@ impl<'a> Loaded<'a> {
         Some(from_bits(old))
     }
 
+    /// The accumulate `op` of the elements `operands` at displacement `disp` of `target` by
+    /// CPU atomics, each element atomic on its own as the window's are; the old values go to
+    /// `result` where given (as long as `operands`). `false` (nothing done) where the window's
+    /// thread must make the call. The caller has checked `op` against the element type.
+    pub(super) fn accumulate_many<T: AtomicElem>(
+        &self,
+        target: usize,
+        disp: usize,
+        op: Op,
+        operands: &[T],
+        mut result: Option<&mut [T]>,
+    ) -> bool {
+        let size = T::ELEM.size();
+        let Some(len) = operands.len().checked_mul(size) else {
+            return false;
+        };
+        let Some((_, off)) = self.place(target, disp, len) else {
+            return false;
+        };
+        let Some(mem) = self.elements.get(target).and_then(Option::as_ref) else {
+            return false;
+        };
+        let word = |at| match size {
+            8 => mem.atomic_u64(at).map(Word::U64).ok(),
+            _ => mem.atomic_u32(at).map(Word::U32).ok(),
+        };
+        // The first and the last element aligned and inside, so every one between is: checked
+        // before the first is changed.
+        let last = off + len.saturating_sub(size);
+        if word(off).is_none() || word(last).is_none() {
+            return false;
+        }
+        for (i, &operand) in operands.iter().enumerate() {
+            let Some(word) = word(off + i * size) else {
+                return false; // Not reached: checked above.
+            };
+            let old = rmw_word(word, one_element(AccOp::Apply(op), operand, self.same_op));
+            if let Some(slot) = result.as_deref_mut().and_then(|r| r.get_mut(i)) {
+                *slot = from_bits(old);
+            }
+        }
+        self.note_moved(true);
+        true
+    }
+
+    /// [`Loaded::put`], then notification `id` to `target`: an addition to its counter of
+    /// `id` behind the copy, which rings the doorbell a waiter may sleep on, as the window's
+    /// `put_notify` does over shared memory. `false` (nothing moved) where the window's thread
+    /// must make the call.
+    pub(super) fn put_notify(&self, target: usize, disp: usize, bytes: &[u8], id: usize) -> bool {
+        let Some(notice) = self.notice(target, id) else {
+            return false;
+        };
+        self.put(target, disp, bytes) && notice.give()
+    }
+
+    /// [`Loaded::get`], then notification `id` to `target`, as [`Loaded::put_notify`].
+    pub(super) fn get_notify(
+        &self,
+        target: usize,
+        disp: usize,
+        bytes: &mut [u8],
+        id: usize,
+    ) -> bool {
+        let Some(notice) = self.notice(target, id) else {
+            return false;
+        };
+        self.get(target, disp, bytes) && notice.give()
+    }
+
+    /// Where notification `id` to `target` goes, if a thread gives it itself.
+    fn notice(&self, target: usize, id: usize) -> Option<Notice<'_>> {
+        if id >= layout::NOTIFY_IDS {
+            return None;
+        }
+        let block = self.blocks.get(target)?.as_ref()?;
+        Some(Notice {
+            counter: block.atomic_u64(layout::notify_slot(id)).ok()?,
+            sleepers: block.atomic_u32(layout::SLEEPERS).ok()?,
+            bell: block.atomic_u32(layout::DOORBELL).ok()?,
+        })
+    }
+
     /// Note that data moved, if `copied`: stored once, read after (a store by every call would
     /// bounce the flag's cache line between the threads' CPUs).
     #[inline]
@@ -181,5 +279,22 @@ impl<'a> Loaded<'a> {
     /// Whether some thread moved data.
     pub(super) fn moved(&self) -> bool {
         self.moved.load(Ordering::Relaxed)
+    }
+}
+
+/// A loaded target's counter of one notification id, and the doorbell its waiters sleep on.
+struct Notice<'b> {
+    counter: &'b AtomicU64,
+    sleepers: &'b AtomicU32,
+    bell: &'b AtomicU32,
+}
+
+impl Notice<'_> {
+    /// Add 1 to the counter, after every copy before (SeqCst), and wake the target's waiters
+    /// if any sleep; `true`.
+    fn give(self) -> bool {
+        self.counter.fetch_add(1, Ordering::SeqCst);
+        wait::ring_words(self.sleepers, self.bell);
+        true
     }
 }

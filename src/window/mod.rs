@@ -12,6 +12,7 @@
 //!
 //! # MPI-4.1: 12.2 (initialization), 12.3 (communication calls), 12.5 (synchronization)
 
+mod arrivals;
 mod atomic;
 mod attached;
 mod direct;

@@ -9,13 +9,14 @@
 //! threads are as MPI orders calls of one process made in some sequence. Calls to a target
 //! whose window memory is mapped here and whose operations complete once issued (shared
 //! memory) are the exception: the calling thread makes them itself (`loaded.rs`), a put or get
-//! as a copy, a fetch_and_op, compare_and_swap or one-element accumulate as a CPU atomic, a
-//! flush as a memory fence, with no job and no lock shared with the other threads. So are
-//! puts and gets of a target over the fabric in any epoch, and its fetch_and_op,
-//! compare_and_swap, accumulates and get_accumulates where the window runs them on the NIC
-//! (`wired.rs`): the calling thread makes them through an endpoint of its own, opened at its
-//! first such call, and its flush of such a target completes what every thread's endpoint and
-//! the window's thread issued to it.
+//! as a copy, a fetch_and_op, compare_and_swap, accumulate or get_accumulate of aligned
+//! elements as a CPU atomic per element, a notified put or get as the copy and a CPU addition
+//! to the target's notification counter, a flush as a memory fence, with no job and no lock shared with the other threads. So are
+//! puts, gets and notified puts and gets of a target over the fabric in any epoch, and its
+//! fetch_and_op, compare_and_swap, accumulates and get_accumulates where the window runs them on
+//! the NIC (`wired.rs`): the calling thread makes them through an endpoint of its own, opened at
+//! its first such call, and its flush of such a target completes what every thread's endpoint
+//! and the window's thread issued to it.
 //!
 //! **What a handle does.** The calls that move data and their completion: put, get, the
 //! accumulate family, fetch_and_op, compare_and_swap, notified puts and gets and the waits for
@@ -71,11 +72,13 @@
 //!
 //! # MPI-4.1: 11.6 (MPI_THREAD_MULTIPLE), 12.7 (semantics and correctness: threads)
 
+use super::arrivals::Arrivals;
 use super::atomic::{accumulate_op, bits};
 use super::loaded::Loaded;
 use super::wired::Wired;
 use super::{AtomicElem, Op, Window};
 use crate::error::{Error, ErrorClass, Result};
+use crate::protocol::layout;
 use crate::transport::AccOp;
 use bytemuck::Pod;
 use std::sync::atomic::{Ordering, fence};
@@ -109,6 +112,8 @@ pub struct WindowHandle<'a> {
     loaded: Loaded<'a>,
     /// The targets this handle's threads reach through endpoints of their own.
     wired: Arc<Wired>,
+    /// The notifications this handle's threads test and wait for themselves, if they do.
+    arrivals: Option<Arc<Arrivals>>,
     rank: usize,
     ranks: usize,
     /// Whether a reply is looked for by spinning before sleeping ([`Pace`]).
@@ -156,10 +161,12 @@ impl<'a> Window<'a> {
         let pace = Pace::here(self.direct.all_fenced());
         let loaded = Loaded::of(self);
         let wired = Arc::new(Wired::of(self));
+        let arrivals = Arrivals::of(self).map(Arc::new);
         let handle = WindowHandle {
             calls,
             loaded,
             wired: Arc::clone(&wired),
+            arrivals: arrivals.clone(),
             rank: self.rank(),
             ranks: self.size_of_group(),
             pace,
@@ -180,9 +187,13 @@ impl<'a> Window<'a> {
             }
             let joined = body.join();
             // The threads are gone: what their lanes left in flight completes now, and a
-            // failure no flush reported goes to the window's next completion.
+            // failure no flush reported goes to the window's next completion; the
+            // notifications they consumed are the window's.
             if let Err(e) = wired.drain() {
                 self.unreported.keep(e);
+            }
+            if let Some(arrivals) = &arrivals {
+                arrivals.give_back(self);
             }
             match joined {
                 Ok((out, moved)) => {
@@ -364,6 +375,9 @@ impl WindowHandle<'_> {
                 return done.map(drop);
             }
         } else if origin.len() > 1 && accumulate_op::<T>(op).is_ok() {
+            if self.loaded.accumulate_many(target, disp, op, origin, None) {
+                return Ok(());
+            }
             let enter = || self.enter(target);
             let wired = self
                 .wired
@@ -387,6 +401,12 @@ impl WindowHandle<'_> {
         op: Op,
     ) -> Result<()> {
         if origin.len() == result.len() && op.check(T::ELEM).is_ok() {
+            if self
+                .loaded
+                .accumulate_many(target, disp, op, origin, Some(&mut *result))
+            {
+                return Ok(());
+            }
             let enter = || self.enter(target);
             let wired = self
                 .wired
@@ -457,6 +477,16 @@ impl WindowHandle<'_> {
         disp: usize,
         id: usize,
     ) -> Result<()> {
+        let bytes = bytemuck::cast_slice(origin);
+        if self.loaded.put_notify(target, disp, bytes, id) {
+            return Ok(());
+        }
+        if id < layout::NOTIFY_IDS {
+            let enter = || self.enter(target);
+            if let Some(done) = self.wired.put_notify(target, disp, bytes, id, enter) {
+                return done;
+            }
+        }
         let data = origin.to_vec();
         self.call(move |w| w.put_notify(&data, target, disp, id))
     }
@@ -469,6 +499,16 @@ impl WindowHandle<'_> {
         disp: usize,
         id: usize,
     ) -> Result<()> {
+        let bytes = bytemuck::cast_slice_mut(origin);
+        if self.loaded.get_notify(target, disp, bytes, id) {
+            return Ok(());
+        }
+        if id < layout::NOTIFY_IDS {
+            let enter = || self.enter(target);
+            if let Some(done) = self.wired.get_notify(target, disp, bytes, id, enter) {
+                return done;
+            }
+        }
         self.call_into(origin, move |w, data| w.get_notify(data, target, disp, id))
     }
 
@@ -549,13 +589,22 @@ impl WindowHandle<'_> {
 
     /// [`Window::test_notify`] from this thread.
     pub fn test_notify(&self, id: usize, count: usize) -> Result<bool> {
+        if let Some(there) = self.arrivals.as_ref().and_then(|a| a.test(id, count)) {
+            return Ok(there);
+        }
         self.call(move |w| w.test_notify(id, count))
     }
 
-    /// [`Window::wait_notify`] on this thread: it tests, and between tests yields, then
-    /// sleeps up to a millisecond, so that the window's thread serves the other threads
-    /// meanwhile. A dead rank of the window gives MPI_ERR_PROC_FAILED, as the test reports it.
+    /// [`Window::wait_notify`] on this thread, which waits as the window does (spinning, then
+    /// asleep on the doorbell) where every notification to this rank comes by a CPU atomic of
+    /// shared memory (`arrivals.rs`); otherwise it tests through the window's thread, which
+    /// drives the transport, and between tests yields, then sleeps up to a millisecond, so that
+    /// the window's thread serves the other threads meanwhile. A dead rank of the window gives
+    /// MPI_ERR_PROC_FAILED.
     pub fn wait_notify(&self, id: usize, count: usize) -> Result<()> {
+        if let Some(done) = self.arrivals.as_ref().and_then(|a| a.wait(id, count)) {
+            return done;
+        }
         let mut tries = 0u32;
         loop {
             // Liveness first: a test of a notification that will never come would not fail.

@@ -1,10 +1,11 @@
 //! The targets the threads of a shared window ([`Window::share`]) reach over the network
 //! through endpoints of their own (lanes, where the target's transport has them: the fabric's),
 //! with no call to the window's thread: a thread's put and get of such a target go through its
-//! lane, as do its fetch_and_op, compare_and_swap and accumulates (fetching or not, of one
-//! element or several) where the window runs accumulates of their kind on the NIC (so that the
-//! lane's are atomic with the window's), and its flush completes what every lane and the
-//! window's thread issued to the target.
+//! lane, as do its notified puts (where the write can carry the notification) and gets (the
+//! read, then an atomic addition to the target's counter), its fetch_and_op, compare_and_swap
+//! and accumulates (fetching or not, of one element or several) where the window runs
+//! accumulates of their kind on the NIC (so that the lane's are atomic with the window's), and
+//! its flush completes what every lane and the window's thread issued to the target.
 //!
 //! Like the loaded targets (`loaded.rs`), read once when sharing starts: a target is wired when
 //! an epoch covers it (fence, PSCW or passive target), its data and its atomics take the same
@@ -21,6 +22,7 @@
 use super::atomic::{from_bits, one_element};
 use super::{AtomicElem, Extent, Flavor, Op, Window};
 use crate::error::Result;
+use crate::protocol::layout;
 use crate::protocol::passive::Access;
 use crate::transport::{AccOp, Accumulate, Lanes};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -142,6 +144,39 @@ impl Wired {
     ) -> Option<Result<()>> {
         match self.place(target, disp, bytes.len(), enter)? {
             Ok((lanes, off)) => lanes.get(target, off, bytes),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// [`Wired::put`] in one write that carries notification `id` (below
+    /// [`layout::NOTIFY_IDS`]); `None` (nothing moved) also where the lane cannot carry it.
+    pub(super) fn put_notify(
+        &self,
+        target: usize,
+        disp: usize,
+        bytes: &[u8],
+        id: usize,
+        enter: impl FnOnce() -> Result<()>,
+    ) -> Option<Result<()>> {
+        match self.place(target, disp, bytes.len(), enter)? {
+            Ok((lanes, off)) => lanes.put_notify(target, off, bytes, id),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// [`Wired::get`], then notification `id` (below [`layout::NOTIFY_IDS`]) to `target` once
+    /// the data was read, both through this thread's lane.
+    pub(super) fn get_notify(
+        &self,
+        target: usize,
+        disp: usize,
+        bytes: &mut [u8],
+        id: usize,
+        enter: impl FnOnce() -> Result<()>,
+    ) -> Option<Result<()>> {
+        let slot = layout::notify_slot(id);
+        match self.place(target, disp, bytes.len(), enter)? {
+            Ok((lanes, off)) => lanes.get_notify(target, off, bytes, slot),
             Err(e) => Some(Err(e)),
         }
     }

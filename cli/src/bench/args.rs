@@ -61,6 +61,8 @@ pub enum Test {
     FopRate,
     /// As put_rate, with an accumulate of four u64 (MPI_SUM).
     AccRate,
+    /// As put_rate, with put_notify (each thread its own notification id).
+    NotifyRate,
     /// Floor: single-thread memcpy bandwidth in one process.
     MemcpyBw,
     /// Floor: half round trip of an atomic flag ping-pong through shared memory.
@@ -124,6 +126,7 @@ impl Test {
             Test::GetRate => "get_rate",
             Test::FopRate => "fop_rate",
             Test::AccRate => "acc_rate",
+            Test::NotifyRate => "notify_rate",
             Test::MemcpyBw => "memcpy_bw",
             Test::AtomicPingpong => "atomic_pingpong",
             Test::All => "all",
@@ -168,7 +171,7 @@ impl Test {
     pub(super) fn is_rate(self) -> bool {
         matches!(
             self,
-            Test::PutRate | Test::GetRate | Test::FopRate | Test::AccRate
+            Test::PutRate | Test::GetRate | Test::FopRate | Test::AccRate | Test::NotifyRate
         )
     }
 
@@ -378,9 +381,11 @@ pub struct BenchArgs {
     /// [default: 4, rate tests 2; inside a job: the job's].
     #[arg(short = 'n', long = "ranks", value_name = "N")]
     pub ranks: Option<usize>,
-    /// Threads of rank 0 in the rate tests (put_rate, get_rate, fop_rate, acc_rate), each making
-    /// the test's calls through one shared window; 0: rank 0's own thread calls the window
-    /// itself, without sharing it [default: 1].
+    /// Threads of rank 0 in the rate tests (put_rate, get_rate, fop_rate, acc_rate,
+    /// notify_rate), each making the test's calls through one shared window; 0: rank 0's own
+    /// thread calls the window itself, without sharing it [default: 1]. notify_latency -t 1:
+    /// each rank's notified hand-offs are made by a thread of its own through the shared window
+    /// [default: 0].
     #[arg(short = 't', long = "threads", value_name = "T")]
     pub threads: Option<usize>,
     /// Start the job as K simulated nodes, as `onesided run --simulate-nodes K` does: a window

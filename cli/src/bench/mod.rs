@@ -4,9 +4,9 @@
 //! puts against put, flush and a flag (`notify_latency`); tests of
 //! N ranks (fence, barrier, lock and fetch_and_op contention, all-to-all puts); the 19
 //! benchmarks of IMB-RMA in IMB's tables (`imb`); the message rate of threads sharing a
-//! window (`put_rate`, `get_rate`, `fop_rate`, `acc_rate` with `-t T`); and two floor tests that
-//! show what the hardware allows on this machine (single-thread memcpy bandwidth, and the half
-//! round trip of an atomic flag in shared memory).
+//! window (`put_rate`, `get_rate`, `fop_rate`, `acc_rate`, `notify_rate` with `-t T`); and two
+//! floor tests that show what the hardware allows on this machine (single-thread memcpy
+//! bandwidth, and the half round trip of an atomic flag in shared memory).
 //!
 //! The OSU tests and the floors run on two ranks, the N-rank tests on `-n` ranks (4 unless
 //! told). Started directly, `bench` starts itself again as a job of that many ranks through the

@@ -11,7 +11,9 @@
 //!   after each read). The second flush overlaps the peer's turn: the flag is on its way.
 //!
 //! Both columns are the half round trip: microseconds from one rank's hand-off to the other's
-//! having the data.
+//! having the data. With `-t 1` the notified hand-offs are made by a thread of each rank through
+//! the window shared with it ([`Window::share`]), as a program whose threads hand data to each
+//! other would make them; the flag way stays on the ranks' own threads.
 
 use super::args::Test;
 use super::measure::{micros, timed};
@@ -38,14 +40,19 @@ const FLAGGED: Column = Column {
 
 /// The ping-pong of both ways per size of the plan; rank 0 reports.
 pub(super) fn notify_latency(world: &World, plan: &Plan, report: &mut Report) -> Result<()> {
+    let threaded = plan.threads_given && plan.threads > 0;
+    let mut notes = vec![
+        "Half round trip of Size bytes handed over: put_notify + wait_notify, and put + flush + a \
+         flag put (flushed) the target polls, in turns"
+            .to_owned(),
+    ];
+    if threaded {
+        notes.push("put_notify + wait_notify by a thread of each rank (Window::share)".to_owned());
+    }
     report.table(Table {
         name: Test::NotifyLatency.name(),
         title: "onesided Notified Put Latency Test".to_owned(),
-        notes: vec![
-            "Half round trip of Size bytes handed over: put_notify + wait_notify, and put + \
-             flush + a flag put (flushed) the target polls, in turns"
-                .to_owned(),
-        ],
+        notes,
         window: Some("MPI_Win_allocate"),
         sync: Some("MPI_Win_lock_all/unlock_all"),
         datatype: Some("MPI_CHAR"),
@@ -53,7 +60,7 @@ pub(super) fn notify_latency(world: &World, plan: &Plan, report: &mut Report) ->
         show_ranks: false,
         columns: vec![NOTIFIED, FLAGGED],
         imb: None,
-        threads: None,
+        threads: threaded.then_some(1),
     })?;
     for size in plan.sizes.iter() {
         let pass = plan.pass(Kind::Latency, size);
@@ -66,6 +73,7 @@ pub(super) fn notify_latency(world: &World, plan: &Plan, report: &mut Report) ->
             data: &data[..size],
             flag,
             sent: 0,
+            threaded,
         };
         let run = (|| -> Result<(Vec<Duration>, Vec<Duration>)> {
             win.lock_all(Assert::NONE)?;
@@ -100,6 +108,8 @@ struct Ways<'w, 'a> {
     flag: usize,
     /// Flag hand-offs this rank made so far (and received: the ranks alternate).
     sent: u64,
+    /// The notified hand-offs are made by a thread sharing the window.
+    threaded: bool,
 }
 
 impl Ways<'_, '_> {
@@ -109,19 +119,18 @@ impl Ways<'_, '_> {
 
     /// `put_notify`, then wait for the peer's (rank 1 in the other order).
     fn notified(&mut self, pass: Pass) -> Result<Duration> {
-        let (win, peer) = (self.win, self.peer());
-        let send = || win.put_notify(self.data, peer, 0, ID);
-        let receive = || win.wait_notify(ID, 1);
-        match win.rank() {
-            0 => timed(pass, || {
-                send()?;
-                receive()
-            }),
-            _ => timed(pass, || {
-                receive()?;
-                send()
-            }),
+        let (win, peer, data) = (self.win, self.peer(), self.data);
+        let first = win.rank() == 0;
+        if self.threaded {
+            return win.share(|h| {
+                let send = || h.put_notify(data, peer, 0, ID);
+                let receive = || h.wait_notify(ID, 1);
+                bounce(pass, first, send, receive)
+            });
         }
+        let send = || win.put_notify(data, peer, 0, ID);
+        let receive = || win.wait_notify(ID, 1);
+        bounce(pass, first, send, receive)
     }
 
     /// Put, flush, flag put, flush, then poll the own flag (rank 1 in the other order).
@@ -161,4 +170,18 @@ impl Ways<'_, '_> {
             std::thread::yield_now();
         }
     }
+}
+
+/// `pass` timed round trips of `send` and `receive`, in that order where `first`, else the
+/// other way round.
+fn bounce(
+    pass: Pass,
+    first: bool,
+    send: impl Fn() -> Result<()>,
+    receive: impl Fn() -> Result<()>,
+) -> Result<Duration> {
+    timed(pass, || match first {
+        true => send().and_then(|()| receive()),
+        false => receive().and_then(|()| send()),
+    })
 }

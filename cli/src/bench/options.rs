@@ -66,6 +66,8 @@ pub(super) struct Plan {
     pub simulate_nodes: Option<usize>,
     /// Threads of rank 0 in the rate tests (`-t`; 0: no sharing).
     pub threads: usize,
+    /// `-t` was given (notify_latency: `-t 1` bounces through a thread of each rank).
+    pub threads_given: bool,
 }
 
 fn usage(msg: String) -> Error {
@@ -125,11 +127,17 @@ impl Plan {
         if args.sizes.is_some() && !(all || t.is_sized()) {
             return Err(refuse(t, "-m", "the tests that sweep message sizes"));
         }
-        if args.threads.is_some() && !t.is_rate() {
+        if args.threads.is_some() && !(t.is_rate() || t == Test::NotifyLatency) {
             return Err(refuse(
                 t,
                 "-t",
-                "the rate tests (put_rate, get_rate, fop_rate, acc_rate)",
+                "the rate tests (put_rate, get_rate, fop_rate, acc_rate, notify_rate) and \
+                 notify_latency",
+            ));
+        }
+        if t == Test::NotifyLatency && args.threads.is_some_and(|t| t > 1) {
+            return Err(usage(
+                "notify_latency takes -t 0 or -t 1 (a thread of each rank bounces)".into(),
             ));
         }
         if args.ranks.is_some() && !(all || t.is_group() || t.is_rate()) {
@@ -211,6 +219,7 @@ impl Plan {
             per_op: args.per_op,
             simulate_nodes: args.simulate_nodes,
             threads: args.threads.unwrap_or(1),
+            threads_given: args.threads.is_some(),
         })
     }
 

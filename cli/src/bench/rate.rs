@@ -5,13 +5,16 @@
 //! - `get_rate`: the same with an 8-byte get.
 //! - `fop_rate`: the same with fetch_and_op (MPI_SUM of one u64).
 //! - `acc_rate`: the same with an accumulate of [`ACC`] u64 (MPI_SUM), one message each.
+//! - `notify_rate`: the same with an 8-byte `put_notify`, thread `i` with notification id `i`
+//!   (modulo [`IDS`]).
 //!
 //! Rank 0's threads are the origins; thread `i` targets rank `1 + i % (N - 1)`, word `i` of its
 //! window, inside one lock_all epoch. The other ranks wait. A repetition times, at rank 0,
 //! from before the window is shared until every thread has made `-i` calls (thread start
 //! included), and reports messages per second: T * iterations / time. `-t 0` is the baseline
 //! without threads: rank 0's own thread makes the calls on the window itself. Afterwards the
-//! targets check that fop_rate's and acc_rate's counters hold every thread's additions.
+//! targets check that fop_rate's and acc_rate's counters hold every thread's additions, and
+//! that notify_rate's notifications all arrived, each id as many times as its threads called.
 //!
 //! With `-s fence` the calls are made in a fence epoch instead, without flushes: a repetition
 //! opens the epoch with a fence on every rank and times, at rank 0, the calls and the fence
@@ -31,10 +34,14 @@ enum Call {
     Get,
     Fop,
     Acc,
+    Notify,
 }
 
 /// Elements of one acc_rate accumulate.
 const ACC: usize = 4;
+
+/// Notification ids notify_rate's threads use in turn (all that a window has).
+const IDS: usize = 256;
 
 impl Call {
     fn of(test: Test) -> Result<Call> {
@@ -43,6 +50,7 @@ impl Call {
             Test::GetRate => Ok(Call::Get),
             Test::FopRate => Ok(Call::Fop),
             Test::AccRate => Ok(Call::Acc),
+            Test::NotifyRate => Ok(Call::Notify),
             t => Err(Error::new(
                 ErrorClass::Intern,
                 format!("{} is not a rate test", t.name()),
@@ -57,6 +65,7 @@ impl Call {
             Call::Get => win.get(&mut [0u64], target, disp)?,
             Call::Fop => drop(win.fetch_and_op(1u64, target, disp, Op::Sum)?),
             Call::Acc => win.accumulate(&[1u64; ACC], target, disp, Op::Sum)?,
+            Call::Notify => win.put_notify(&[disp as u64], target, disp, id_of(disp))?,
         }
         match flush {
             true => win.flush(target),
@@ -71,6 +80,7 @@ impl Call {
             Call::Get => h.get(&mut [0u64], target, disp)?,
             Call::Fop => drop(h.fetch_and_op(1u64, target, disp, Op::Sum)?),
             Call::Acc => h.accumulate(&[1u64; ACC], target, disp, Op::Sum)?,
+            Call::Notify => h.put_notify(&[disp as u64], target, disp, id_of(disp))?,
         }
         match flush {
             true => h.flush(target),
@@ -82,6 +92,11 @@ impl Call {
 /// Window words (u64) between the words of two threads: one cache line each, so that threads
 /// writing next to each other do not share a line.
 const STRIDE: usize = 8;
+
+/// The notification id of the thread whose word is at `disp`.
+fn id_of(disp: usize) -> usize {
+    (disp / STRIDE) % IDS
+}
 
 /// The target of thread `i` among `n` ranks: the others than rank 0, in turn.
 fn target_of(i: usize, n: usize) -> usize {
@@ -125,6 +140,7 @@ pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) 
         Call::Get => "Get Message Rate",
         Call::Fop => "Fetch_and_op Message Rate",
         Call::Acc => "Accumulate Message Rate",
+        Call::Notify => "Notified Put Message Rate",
     };
     report.table(Table {
         name: test.name(),
@@ -157,8 +173,7 @@ pub(super) fn rate(world: &World, test: Test, plan: &Plan, report: &mut Report) 
     let words = STRIDE * threads.max(1);
     let win = Window::allocate(world, 8 * words, 8, &Info::new())?;
     let times = timed_calls(world, &win, call, threads, fenced, plan.repetitions, pass);
-    let checked =
-        times.and_then(|t| check_counts(world, &win, call, threads, plan, pass).map(|()| t));
+    let checked = times.and_then(|t| check(world, &win, call, threads, plan, pass).map(|()| t));
     win.free()?;
     let times = checked?;
     let messages = (threads.max(1) * pass.iters) as f64;
@@ -211,9 +226,11 @@ fn timed_calls(
     Ok(times)
 }
 
-/// fop_rate and acc_rate: every target's words hold the additions of the threads that
-/// targeted them (acc_rate's [`ACC`] words from each thread's first).
-fn check_counts(
+/// What the targets check once the calls are done: fop_rate's and acc_rate's words hold the
+/// additions of the threads that targeted them (acc_rate's [`ACC`] words from each thread's
+/// first); notify_rate's notifications all arrived, each id as many times as the threads that
+/// used it called, and no more.
+fn check(
     world: &World,
     win: &Window<'_>,
     call: Call,
@@ -222,21 +239,28 @@ fn check_counts(
     pass: Pass,
 ) -> Result<()> {
     let (me, n) = (world.rank(), world.size());
-    let (counted, name) = match call {
-        Call::Fop => (1, "fop_rate"),
-        Call::Acc => (ACC, "acc_rate"),
-        _ => return Ok(()),
-    };
     if me == 0 {
         return Ok(());
     }
-    let per_thread = (pass.warmup + pass.iters * plan.repetitions) as u64;
+    let per_thread = pass.warmup + pass.iters * plan.repetitions;
+    // The threads that targeted this rank, with the first word each one used.
+    let mine: Vec<usize> = (0..threads.max(1))
+        .filter(|&i| target_of(i, n) == me)
+        .collect();
+    let (counted, name) = match call {
+        Call::Fop => (1, "fop_rate"),
+        Call::Acc => (ACC, "acc_rate"),
+        Call::Notify => return check_notified(win, &mine, per_thread, me),
+        _ => return Ok(()),
+    };
     let mut words = vec![0u64; STRIDE * threads.max(1)];
     win.read_local(0, &mut words)?;
     for (i, line) in words.chunks(STRIDE).enumerate() {
-        let mine = target_of(i, n) == me && (i < threads || (threads == 0 && i == 0));
         for (k, &got) in line.iter().enumerate() {
-            let want = if mine && k < counted { per_thread } else { 0 };
+            let want = match mine.contains(&i) && k < counted {
+                true => per_thread as u64,
+                false => 0,
+            };
             if got != want {
                 let w = STRIDE * i + k;
                 return Err(Error::new(
@@ -244,6 +268,26 @@ fn check_counts(
                     format!("{name}: word {w} of rank {me} holds {got} additions, not {want}"),
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// notify_rate at rank `me`: `per_thread` notifications of the id of each thread of `mine`.
+fn check_notified(win: &Window<'_>, mine: &[usize], per_thread: usize, me: usize) -> Result<()> {
+    let mut due = vec![0usize; IDS];
+    for &i in mine {
+        due[id_of(STRIDE * i)] += per_thread;
+    }
+    for (id, &count) in due.iter().enumerate() {
+        if count > 0 {
+            win.wait_notify(id, count)?;
+        }
+        if win.test_notify(id, 1)? {
+            return Err(Error::new(
+                ErrorClass::Other,
+                format!("notify_rate: rank {me} got more than {count} notifications of id {id}"),
+            ));
         }
     }
     Ok(())

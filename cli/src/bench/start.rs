@@ -229,7 +229,7 @@ fn one(
         Test::WindowCreate => group::window_create(world, plan, report),
         Test::WindowScale => scale::window_scale(world, plan, report),
         Test::SharedAlloc => scale::shared_alloc(world, plan, report),
-        Test::PutRate | Test::GetRate | Test::FopRate | Test::AccRate => {
+        Test::PutRate | Test::GetRate | Test::FopRate | Test::AccRate | Test::NotifyRate => {
             rate::rate(world, test, plan, report)
         }
         Test::MemcpyBw => floor::memcpy_bw(world, plan, report),

@@ -360,7 +360,10 @@ const ROUNDS: usize = 10;
 /// its slot of this round at the right neighbour, waits for the notification of id `i` from the
 /// left neighbour and reads its own slot of this round: the left neighbour's tag of this round
 /// is there. (A slot per round: around a ring of 3 or more, a rank may run rounds ahead of its
-/// right neighbour.)
+/// right neighbour.) Then, after a flush, it reads its put back from the right neighbour with
+/// a get_notify of id `threads + i`, and at the end waits for the left neighbour's: one per
+/// round, each once that neighbour has read its slot. Once sharing ends the window has none of
+/// these notifications left to consume.
 pub fn notified(world: &World, flavor: Flavor) -> Res {
     let (me, n) = (world.rank(), world.size());
     let right = (me + 1) % n;
@@ -387,9 +390,31 @@ pub fn notified(world: &World, flavor: Flavor) -> Res {
                         tag(left, round, i),
                         "round {round}: slot of thread {i} once notified"
                     );
+                    h.flush(right).ctx("flush")?;
+                    h.get_notify(&mut got, right, at, threads + i)
+                        .ctx("get_notify")?;
+                    ensure_eq!(
+                        got[0],
+                        tag(me, round, i),
+                        "round {round}: thread {i}'s put read back by get_notify"
+                    );
                 }
+                h.wait_notify(threads + i, ROUNDS)
+                    .ctx("wait_notify of the gets")?;
+                ensure!(
+                    !h.test_notify(threads + i, 1).ctx("test_notify")?,
+                    "thread {i}: more get notifications than gets"
+                );
                 Ok(())
             })?;
+            // What the threads consumed is the window's: nothing is left to consume.
+            for id in 0..2 * threads {
+                let left = win.test_notify(id, 1).ctx("test_notify after sharing")?;
+                ensure!(
+                    !left,
+                    "id {id}: a notification the threads consumed came back"
+                );
+            }
             win.unlock_all().ctx("unlock_all")?;
             world.barrier().ctx("barrier")
         },
@@ -399,8 +424,9 @@ pub fn notified(world: &World, flavor: Flavor) -> Res {
 /// Misuse from threads gets MPI's classes and moves nothing: calls outside an epoch
 /// (MPI_ERR_RMA_SYNC), a target past the group (MPI_ERR_RANK), a range past the window
 /// (MPI_ERR_RMA_RANGE), compare_and_swap of a float (MPI_ERR_TYPE), a result of the wrong
-/// length (MPI_ERR_COUNT), a notification id out of range (MPI_ERR_ARG). A panic of the body
-/// reaches the owner, and the window works afterwards.
+/// length (MPI_ERR_COUNT), a notification id out of range (MPI_ERR_ARG); a refused notified
+/// call notifies nobody. A panic of the body reaches the owner, and the window works
+/// afterwards.
 pub fn errors(world: &World, flavor: Flavor) -> Res {
     let (me, n) = (world.rank(), world.size());
     let right = (me + 1) % n;
@@ -447,9 +473,36 @@ pub fn errors(world: &World, flavor: Flavor) -> Res {
                 "get_accumulate with a short result",
             )?;
             expect_class(
+                h.accumulate(&[1u64; 2], right, len - 1, Op::Sum),
+                ErrorClass::RmaRange,
+                "accumulate of two past the window",
+            )?;
+            let mut two = [0u64; 2];
+            expect_class(
+                h.get_accumulate(&[1u64; 2], &mut two, right, len - 1, Op::Sum),
+                ErrorClass::RmaRange,
+                "get_accumulate of two past the window",
+            )?;
+            expect_class(
+                h.put_notify(&[1u64; 2], right, len - 1, 0),
+                ErrorClass::RmaRange,
+                "put_notify past the window",
+            )?;
+            expect_class(
+                h.get_notify(&mut two, right, len - 1, 0),
+                ErrorClass::RmaRange,
+                "get_notify past the window",
+            )?;
+            expect_class(
                 h.put_notify(&[1u64], right, 0, 256),
                 ErrorClass::Arg,
                 "put_notify id 256",
+            )?;
+            let mut one = [0u64];
+            expect_class(
+                h.get_notify(&mut one, right, 0, 256),
+                ErrorClass::Arg,
+                "get_notify id 256",
             )?;
             expect_class(h.wait_notify(256, 1), ErrorClass::Arg, "wait_notify id 256")
         })?;
@@ -471,6 +524,8 @@ pub fn errors(world: &World, flavor: Flavor) -> Res {
         want[slot(left, 0)] = tag(left, 0, 0);
         want[slot(left, 1)] = tag(left, 0, 1);
         ensure_eq!(mine, want, "the window after the errors and the panic");
+        let notified = win.test_notify(0, 1).ctx("test_notify")?;
+        ensure!(!notified, "a refused notified call notified");
         Ok(())
     })
 }

@@ -1,9 +1,9 @@
 //! Endpoints of their own for the threads of a shared window (`Window::share`): the first put,
-//! get or NIC atomic a thread makes to a target over the fabric opens an endpoint for that
-//! thread (a lane) on the window's domain, with the window's targets inserted, and every later
-//! one of that thread goes through it. So threads issue and complete their operations side by
-//! side, each on its own queues and completion bookkeeping, none queued behind another or
-//! behind the window's thread.
+//! get, notified put or get, or NIC atomic a thread makes to a target over the fabric opens an
+//! endpoint for that thread (a lane) on the window's domain, with the window's targets
+//! inserted, and every later one of that thread goes through it. So threads issue and complete
+//! their operations side by side, each on its own queues and completion bookkeeping, none
+//! queued behind another or behind the window's thread.
 //!
 //! A lane reaches the targets' window memory with the keys the window's endpoint learnt (one
 //! domain: mapped keys hold for every endpoint of it). It serves nothing: the targets' own
@@ -30,7 +30,7 @@ use crate::peers::Peers;
 use crate::protocol::native::NativeOps;
 use crate::protocol::reduce::{Elem, Op};
 use crate::transport::Lanes;
-use crate::transport::{AccOp, Accumulate, Path, path_at};
+use crate::transport::{AccOp, Accumulate, Path, notice_data, path_at};
 use onesided_fabric as fi;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -57,6 +57,10 @@ pub(super) struct LaneTarget {
     pub(super) peer: fi::Peer,
     /// Its window memory's address modulo 8 (`FabricKey::lead`).
     pub(super) lead: u64,
+    /// Its control block (notification counters).
+    pub(super) ctrl: Span,
+    /// The tag its endpoint counts notifications carried by writes under (0: it does not).
+    pub(super) notify: u32,
 }
 
 /// An endpoint of one thread, or of several in turn (beyond [`FabricLanes::most`]), and its
@@ -191,8 +195,22 @@ impl FabricLanes {
         })
     }
 
+    /// Run `op` on the calling thread's lane with `target` as lanes reach it and the lane's
+    /// address of it; `None` where there is no lane or lanes do not reach `target`.
+    fn on_target<R>(
+        &self,
+        target: usize,
+        op: impl FnOnce(&fi::Lane, &LaneTarget, fi::Peer, &dyn Fn() -> fi::Waiting) -> Result<R>,
+    ) -> Option<Result<R>> {
+        let lane = self.mine()?;
+        let t = self.targets.get(target)?.as_ref()?;
+        let peer = (*lane.peers.get(target)?)?;
+        let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(op(&ep, t, peer, &|| self.alive(target)))
+    }
+
     /// Run `op` on the calling thread's lane with where `len` bytes at `offset` of `target`'s
-    /// window memory are; `None` where there is no lane or lanes do not reach `target`.
+    /// window memory are; `None` as [`FabricLanes::on_target`].
     fn on_lane<R>(
         &self,
         target: usize,
@@ -204,13 +222,10 @@ impl FabricLanes {
             &dyn Fn() -> fi::Waiting,
         ) -> std::result::Result<R, fi::FiError>,
     ) -> Option<Result<R>> {
-        let lane = self.mine()?;
-        let at = match self.at(&lane, target, offset, len)? {
-            Ok(at) => at,
-            Err(e) => return Some(Err(e)),
-        };
-        let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
-        Some(op(&ep, at, &|| self.alive(target)).map_err(fi_err))
+        self.on_target(target, |ep, t, peer, live| {
+            let at = t.data.remote(peer, target, offset, len)?;
+            op(ep, at, live).map_err(fi_err)
+        })
     }
 
     /// A new endpoint on the window's domain, every target inserted.
@@ -233,20 +248,6 @@ impl FabricLanes {
             ep: Mutex::new(ep),
             peers,
         })
-    }
-
-    /// Where `len` bytes at `offset` of `target`'s window memory are, for `lane`; `None` where
-    /// lanes do not reach `target`.
-    fn at(
-        &self,
-        lane: &Lane,
-        target: usize,
-        offset: usize,
-        len: usize,
-    ) -> Option<Result<fi::Remote>> {
-        let t = self.targets.get(target)?.as_ref()?;
-        let peer = (*lane.peers.get(target)?)?;
-        Some(t.data.remote(peer, target, offset, len))
     }
 
     /// Complete every operation any thread's lane issued to `target` before this call (the
@@ -287,6 +288,57 @@ impl Lanes for FabricLanes {
                 true => Ok(()),
                 false => ep.read(dst, from, live),
             }
+        })
+    }
+
+    /// One write with `FI_REMOTE_CQ_DATA`, as `FabricTransport::put_notify` makes it, where
+    /// the target's endpoint counts such notifications and the bytes fit one operation.
+    fn put_notify(
+        &self,
+        target: usize,
+        offset: usize,
+        src: &[u8],
+        id: usize,
+    ) -> Option<Result<()>> {
+        let tag = self.targets.get(target)?.as_ref()?.notify;
+        if tag == 0 || src.is_empty() {
+            return None;
+        }
+        let carried = self.on_target(target, |ep, t, peer, live| {
+            if !ep.carries(src.len()) {
+                return Ok(false);
+            }
+            let to = t.data.remote(peer, target, offset, src.len())?;
+            let data = notice_data(tag, id);
+            ep.write_notify(src, to, data, live).map_err(fi_err)?;
+            Ok(true)
+        })?;
+        match carried {
+            Ok(false) => None,
+            done => Some(done.map(drop)),
+        }
+    }
+
+    /// The read, then a fetch-add of the counter, as `FabricTransport::amo` makes the window's
+    /// signals where the provider's atomics do not leave them in flight (the lane waits for
+    /// both).
+    fn get_notify(
+        &self,
+        target: usize,
+        offset: usize,
+        dst: &mut [u8],
+        slot: usize,
+    ) -> Option<Result<()>> {
+        self.on_target(target, |ep, t, peer, live| {
+            let from = t.data.remote(peer, target, offset, dst.len())?;
+            let counter = t.ctrl.remote(peer, target, slot, 8)?;
+            if !dst.is_empty() {
+                ep.read(dst, from, live).map_err(fi_err)?;
+            }
+            let (one, mut old) = (1u64.to_le_bytes(), [0u8; 8]);
+            let (t, op) = (fi::Datatype::U64, fi::AtomicOp::Sum);
+            ep.fetch_atomic(t, op, &one, &mut old, counter, live)
+                .map_err(fi_err)
         })
     }
 

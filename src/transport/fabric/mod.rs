@@ -513,6 +513,10 @@ impl Transport for FabricTransport<'_> {
         self.notified.as_ref().map_or(0, |w| w.counts.of(id))
     }
 
+    fn carries_notifications(&self) -> bool {
+        self.notified.is_some()
+    }
+
     fn flush(&self, target: usize) -> Result<()> {
         let peer = self.target(target)?.peer;
         self.res
@@ -783,6 +787,8 @@ impl<'a> Attach<'a> for FabricTransport<'a> {
                         data: t.data,
                         peer: t.peer,
                         lead: t.lead,
+                        ctrl: t.ctrl,
+                        notify: t.notify,
                     })
             })
             .collect::<Vec<_>>();

@@ -532,6 +532,10 @@ impl Transport for VerbsTransport<'_> {
         self.notified.as_ref().map_or(0, |w| w.counts.of(id))
     }
 
+    fn carries_notifications(&self) -> bool {
+        self.notified.is_some()
+    }
+
     fn get(&self, target: usize, space: Space, offset: usize, dst: &mut [u8]) -> Result<()> {
         let (peer, from) = self.at(target, space, offset, dst.len())?;
         if dst.is_empty() {
