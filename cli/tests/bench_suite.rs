@@ -1004,8 +1004,8 @@ fn rate_job(args: &[&str], transport: &str) -> String {
 
 /// The rate tests: rank 0's threads share the window; the header names the threads, the JSON
 /// units carry them (`msg/s t4`), fop_rate's and acc_rate's counts and notify_rate's
-/// notifications are checked by the targets (a wrong count fails the job), and `-t 0` runs without sharing; over shared memory and (where
-/// built) over libfabric's tcp provider.
+/// notifications are checked by the targets (a wrong count fails the job), and `-t 0` runs
+/// without sharing; over shared memory and (where built) over libfabric's tcp provider.
 #[test]
 fn bench_rate_tests_share_the_window_with_threads() {
     let out = bench(&["put_rate", "-t", "2", "-i", "300", "-x", "5"]);
@@ -1072,8 +1072,9 @@ fn bench_notify_latency_bounces_through_threads() {
 
 /// `-s fence` for the rate tests: the calls are made in a fence epoch without flushes, and the
 /// header says so; fop_rate's and acc_rate's counts and notify_rate's notifications are still
-/// checked by the targets (a call the closing fence did not complete fails the job); over shared memory and (where built)
-/// libfabric's tcp provider. A passive-target sync other than flush is refused.
+/// checked by the targets (a call the closing fence did not complete fails the job); over
+/// shared memory and (where built) libfabric's tcp provider. A passive-target sync other than
+/// flush is refused.
 #[test]
 fn bench_rate_tests_run_in_a_fence_epoch() {
     for transport in rate_transports() {

@@ -2,11 +2,11 @@
 //! where the shared-memory transport maps a target's window memory here and completes every
 //! operation to it once issued, a thread's put or get of it is a copy it makes itself, its
 //! fetch_and_op, compare_and_swap, accumulate or get_accumulate of aligned elements a CPU
-//! atomic per element (where the window's atomics are CPU atomics), its notified put or get the copy and then a CPU addition
-//! to the target's counter of the id (the same place), and its flush a memory fence, with no
-//! call to the window's thread and no lock shared with the other threads (but the notification
-//! counters, eight to a cache line: threads notifying one target with neighbouring ids share
-//! it).
+//! atomic per element (where the window's atomics are CPU atomics), its notified put or get the
+//! copy and then a CPU addition to the target's counter of the id (the same place), and its
+//! flush a memory fence, with no call to the window's thread and no lock shared with the other
+//! threads (but the notification counters, eight to a cache line: threads notifying one target
+//! with neighbouring ids share it).
 //!
 //! Only while the window is shared: the epoch cannot change then (a handle makes no epoch
 //! calls, and the calls the window's thread serves only take the lock words of targets not

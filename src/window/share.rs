@@ -11,12 +11,12 @@
 //! memory) are the exception: the calling thread makes them itself (`loaded.rs`), a put or get
 //! as a copy, a fetch_and_op, compare_and_swap, accumulate or get_accumulate of aligned
 //! elements as a CPU atomic per element, a notified put or get as the copy and a CPU addition
-//! to the target's notification counter, a flush as a memory fence, with no job and no lock shared with the other threads. So are
-//! puts, gets and notified puts and gets of a target over the fabric in any epoch, and its
-//! fetch_and_op, compare_and_swap, accumulates and get_accumulates where the window runs them on
-//! the NIC (`wired.rs`): the calling thread makes them through an endpoint of its own, opened at
-//! its first such call, and its flush of such a target completes what every thread's endpoint
-//! and the window's thread issued to it.
+//! to the target's notification counter, a flush as a memory fence, with no job and no lock
+//! shared with the other threads. So are puts, gets and notified puts and gets of a target
+//! over the fabric in any epoch, and its fetch_and_op, compare_and_swap, accumulates and
+//! get_accumulates where the window runs them on the NIC (`wired.rs`): the calling thread makes
+//! them through an endpoint of its own, opened at its first such call, and its flush of such a
+//! target completes what every thread's endpoint and the window's thread issued to it.
 //!
 //! **What a handle does.** The calls that move data and their completion: put, get, the
 //! accumulate family, fetch_and_op, compare_and_swap, notified puts and gets and the waits for
