@@ -101,7 +101,7 @@ pub fn with_window<R>(
             let mut backing = vec![0u64; bytes.div_ceil(8)];
             let lent = backing.as_ptr() as usize;
             let mem = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut backing)[..bytes];
-            return Window::create(comm, mem, disp_unit, info, |win| {
+            let body = |win: &Window<'_>| -> Result<R, String> {
                 check_attributes(win, comm, flavor, bytes, disp_unit)?;
                 ensure_eq!(
                     win.base_addr(),
@@ -109,8 +109,21 @@ pub fn with_window<R>(
                     "create window base vs the memory lent"
                 );
                 f(win)
-            })
-            .ctx("create/free")?;
+            };
+            // The body's failure first: the free after it may fail only because of it (an
+            // epoch the body left open).
+            let failed = std::cell::RefCell::new(None);
+            let made = Window::create(comm, mem, disp_unit, info, |win| {
+                let out = body(win);
+                if let Err(e) = &out {
+                    *failed.borrow_mut() = Some(e.clone());
+                }
+                out
+            });
+            if let Some(e) = failed.into_inner() {
+                return Err(e);
+            }
+            return made.ctx("create/free")?;
         }
     }
     .ctx(&what)?;
