@@ -12,7 +12,7 @@
 
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::layout;
-use onesided_shm::{Mem, futex};
+use onesided_shm::{Mem, SyncMem, futex};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -94,6 +94,27 @@ pub(crate) struct Words<'c> {
     pub(crate) word: &'c AtomicU64,
     pub(crate) sleepers: &'c AtomicU32,
     pub(crate) bell: &'c AtomicU32,
+}
+
+impl<'c> Words<'c> {
+    /// The word at `offset` of the control block `block`, which threads share, with the
+    /// block's sleeper count and doorbell; `None` where it is not inside the block.
+    pub(crate) fn in_block(block: &'c SyncMem<'_>, offset: usize) -> Option<Words<'c>> {
+        Some(Words {
+            word: block.atomic_u64(offset).ok()?,
+            sleepers: block.atomic_u32(layout::SLEEPERS).ok()?,
+            bell: block.atomic_u32(layout::DOORBELL).ok()?,
+        })
+    }
+
+    /// Add `add` to the word, after every store before it (SeqCst), and wake whoever sleeps on
+    /// the block's doorbell ([`ring`]).
+    pub(crate) fn add(&self, add: u64) {
+        self.word.fetch_add(add, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            wake(self.bell);
+        }
+    }
 }
 
 /// [`until`] on the words found already (of a block the calling thread shares with others).
@@ -181,15 +202,6 @@ fn ring_at(ctrl: &Mem<'_>, sleepers: usize, bell: usize) -> Result<()> {
         wake(ctrl.atomic_u32(bell).map_err(Error::from)?);
     }
     Ok(())
-}
-
-/// [`ring`] with the block's sleeper count and doorbell words given (a block other threads
-/// share: `onesided_shm::SyncMem`).
-#[inline(always)]
-pub(crate) fn ring_words(sleepers: &AtomicU32, bell: &AtomicU32) {
-    if sleepers.load(Ordering::SeqCst) > 0 {
-        wake(bell);
-    }
 }
 
 #[cold]

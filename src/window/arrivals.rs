@@ -53,11 +53,11 @@ impl Arrivals {
         })
     }
 
-    /// The counter of notification `id` in the control block and its consumption, where `id`
-    /// is one (else the window's thread reports MPI_ERR_ARG).
-    fn slot(&self, id: usize) -> Option<(&AtomicU64, &AtomicU64)> {
+    /// The counter of notification `id` in the control block, with the block's doorbell, and
+    /// its consumption, where `id` is one (else the window's thread reports MPI_ERR_ARG).
+    fn slot(&self, id: usize) -> Option<(wait::Words<'_>, &AtomicU64)> {
         let consumed = self.consumed.get(id)?;
-        let counter = self.ctrl.atomic_u64(layout::notify_slot(id)).ok()?;
+        let counter = wait::Words::in_block(&self.ctrl, layout::notify_slot(id))?;
         Some((counter, consumed))
     }
 
@@ -65,7 +65,7 @@ impl Arrivals {
     /// whether it did; `None` where `id` is out of range.
     pub(super) fn test(&self, id: usize, count: usize) -> Option<bool> {
         let (counter, consumed) = self.slot(id)?;
-        Some(take(counter, consumed, count as u64))
+        Some(take(counter.word, consumed, count as u64))
     }
 
     /// Wait until `count` notifications of `id` arrived that nobody consumed, and consume
@@ -73,24 +73,15 @@ impl Arrivals {
     /// range.
     pub(super) fn wait(&self, id: usize, count: usize) -> Option<Result<()>> {
         let (counter, consumed) = self.slot(id)?;
-        let (sleepers, bell) = (
-            self.ctrl.atomic_u32(layout::SLEEPERS).ok()?,
-            self.ctrl.atomic_u32(layout::DOORBELL).ok()?,
-        );
         let count = count as u64;
         let watch = || self.peers.all_alive();
-        let words = wait::Words {
-            word: counter,
-            sleepers,
-            bell,
-        };
         Some(loop {
             // Another thread may consume what the wait saw arrive: then wait again.
             let due = consumed.load(Ordering::Acquire) + count;
-            if let Err(e) = wait::until_words(words, |v| v >= due, &Rung, &watch) {
+            if let Err(e) = wait::until_words(counter, |v| v >= due, &Rung, &watch) {
                 break Err(e);
             }
-            if take(counter, consumed, count) {
+            if take(counter.word, consumed, count) {
                 break Ok(());
             }
         })

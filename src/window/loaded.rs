@@ -29,7 +29,7 @@ use crate::transport::AccOp;
 use crate::transport::shm::{Word, rmw_word};
 use crate::wait;
 use onesided_shm::SyncMem;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicBool, Ordering, fence};
 
 /// The loaded targets of a shared window.
 #[derive(Debug)]
@@ -146,10 +146,7 @@ impl<'a> Loaded<'a> {
         if !mem.addr().wrapping_add(off).is_multiple_of(size) {
             return None;
         }
-        let word = match size {
-            8 => Word::U64(mem.atomic_u64(off).ok()?),
-            _ => Word::U32(mem.atomic_u32(off).ok()?),
-        };
+        let word = element(mem, off, size)?;
         let acc = one_element(op, operand, self.same_op);
         let old = rmw_word(word, acc);
         self.note_moved(true);
@@ -178,10 +175,7 @@ impl<'a> Loaded<'a> {
         let Some(mem) = self.elements.get(target).and_then(Option::as_ref) else {
             return false;
         };
-        let word = |at| match size {
-            8 => mem.atomic_u64(at).map(Word::U64).ok(),
-            _ => mem.atomic_u32(at).map(Word::U32).ok(),
-        };
+        let word = |at| element(mem, at, size);
         // The first and the last element aligned and inside, so every one between is: checked
         // before the first is changed.
         let last = off + len.saturating_sub(size);
@@ -206,10 +200,14 @@ impl<'a> Loaded<'a> {
     /// `put_notify` does over shared memory. `false` (nothing moved) where the window's thread
     /// must make the call.
     pub(super) fn put_notify(&self, target: usize, disp: usize, bytes: &[u8], id: usize) -> bool {
-        let Some(notice) = self.notice(target, id) else {
+        let Some(counter) = self.counter(target, id) else {
             return false;
         };
-        self.put(target, disp, bytes) && notice.give()
+        let moved = self.put(target, disp, bytes);
+        if moved {
+            counter.add(1);
+        }
+        moved
     }
 
     /// [`Loaded::get`], then notification `id` to `target`, as [`Loaded::put_notify`].
@@ -220,23 +218,23 @@ impl<'a> Loaded<'a> {
         bytes: &mut [u8],
         id: usize,
     ) -> bool {
-        let Some(notice) = self.notice(target, id) else {
+        let Some(counter) = self.counter(target, id) else {
             return false;
         };
-        self.get(target, disp, bytes) && notice.give()
+        let moved = self.get(target, disp, bytes);
+        if moved {
+            counter.add(1);
+        }
+        moved
     }
 
-    /// Where notification `id` to `target` goes, if a thread gives it itself.
-    fn notice(&self, target: usize, id: usize) -> Option<Notice<'_>> {
+    /// `target`'s counter of notification `id` and its doorbell, if a thread adds to it
+    /// itself.
+    fn counter(&self, target: usize, id: usize) -> Option<wait::Words<'_>> {
         if id >= layout::NOTIFY_IDS {
             return None;
         }
-        let block = self.blocks.get(target)?.as_ref()?;
-        Some(Notice {
-            counter: block.atomic_u64(layout::notify_slot(id)).ok()?,
-            sleepers: block.atomic_u32(layout::SLEEPERS).ok()?,
-            bell: block.atomic_u32(layout::DOORBELL).ok()?,
-        })
+        wait::Words::in_block(self.blocks.get(target)?.as_ref()?, layout::notify_slot(id))
     }
 
     /// Note that data moved, if `copied`: stored once, read after (a store by every call would
@@ -282,19 +280,12 @@ impl<'a> Loaded<'a> {
     }
 }
 
-/// A loaded target's counter of one notification id, and the doorbell its waiters sleep on.
-struct Notice<'b> {
-    counter: &'b AtomicU64,
-    sleepers: &'b AtomicU32,
-    bell: &'b AtomicU32,
-}
-
-impl Notice<'_> {
-    /// Add 1 to the counter, after every copy before (SeqCst), and wake the target's waiters
-    /// if any sleep; `true`.
-    fn give(self) -> bool {
-        self.counter.fetch_add(1, Ordering::SeqCst);
-        wait::ring_words(self.sleepers, self.bell);
-        true
+/// The element of `size` bytes (8 or 4) at `offset` of `mem` as an atomic word, where it is
+/// aligned and inside.
+#[inline]
+fn element<'m>(mem: &'m SyncMem<'_>, offset: usize, size: usize) -> Option<Word<'m>> {
+    match size {
+        8 => mem.atomic_u64(offset).map(Word::U64).ok(),
+        _ => mem.atomic_u32(offset).map(Word::U32).ok(),
     }
 }

@@ -78,7 +78,6 @@ use super::loaded::Loaded;
 use super::wired::Wired;
 use super::{AtomicElem, Op, Window};
 use crate::error::{Error, ErrorClass, Result};
-use crate::protocol::layout;
 use crate::transport::AccOp;
 use bytemuck::Pod;
 use std::sync::atomic::{Ordering, fence};
@@ -481,11 +480,9 @@ impl WindowHandle<'_> {
         if self.loaded.put_notify(target, disp, bytes, id) {
             return Ok(());
         }
-        if id < layout::NOTIFY_IDS {
-            let enter = || self.enter(target);
-            if let Some(done) = self.wired.put_notify(target, disp, bytes, id, enter) {
-                return done;
-            }
+        let enter = || self.enter(target);
+        if let Some(done) = self.wired.put_notify(target, disp, bytes, id, enter) {
+            return done;
         }
         let data = origin.to_vec();
         self.call(move |w| w.put_notify(&data, target, disp, id))
@@ -503,11 +500,9 @@ impl WindowHandle<'_> {
         if self.loaded.get_notify(target, disp, bytes, id) {
             return Ok(());
         }
-        if id < layout::NOTIFY_IDS {
-            let enter = || self.enter(target);
-            if let Some(done) = self.wired.get_notify(target, disp, bytes, id, enter) {
-                return done;
-            }
+        let enter = || self.enter(target);
+        if let Some(done) = self.wired.get_notify(target, disp, bytes, id, enter) {
+            return done;
         }
         self.call_into(origin, move |w, data| w.get_notify(data, target, disp, id))
     }

@@ -84,17 +84,20 @@ impl Wired {
         }
     }
 
-    /// Where `len` bytes at displacement `disp` of `target` are, if it is wired and they are
-    /// inside its window; `enter` has the window's thread take the target's lock word where
-    /// the epoch does not cover it yet (its failure is the call's).
+    /// Make `call` with the lanes and the offset of the `len` bytes at displacement `disp` of
+    /// `target`, if it is wired and they are inside its window; `enter` has the window's thread
+    /// take the target's lock word where the epoch does not cover it yet (its failure is the
+    /// call's). `None` (nothing done) where the window's thread must make the call, as `call`
+    /// may say too.
     #[inline]
-    fn place(
+    fn place<R>(
         &self,
         target: usize,
         disp: usize,
         len: usize,
         enter: impl FnOnce() -> Result<()>,
-    ) -> Option<Result<(&dyn Lanes, usize)>> {
+        call: impl FnOnce(&dyn Lanes, usize) -> Option<Result<R>>,
+    ) -> Option<Result<R>> {
         let lanes = self.lanes.as_deref().filter(|l| l.reaches(target))?;
         let e = self.extents.get(target)?;
         let off = disp.checked_mul(e.disp_unit)?;
@@ -112,7 +115,7 @@ impl Wired {
         if !self.moved.load(Ordering::Relaxed) {
             self.moved.store(true, Ordering::Relaxed);
         }
-        Some(Ok((lanes, off)))
+        call(lanes, off)
     }
 
     /// Put `bytes` at displacement `disp` of `target` through this thread's lane (`enter` as
@@ -126,10 +129,9 @@ impl Wired {
         bytes: &[u8],
         enter: impl FnOnce() -> Result<()>,
     ) -> Option<Result<()>> {
-        match self.place(target, disp, bytes.len(), enter)? {
-            Ok((lanes, off)) => lanes.put(target, off, bytes),
-            Err(e) => Some(Err(e)),
-        }
+        self.place(target, disp, bytes.len(), enter, |lanes, off| {
+            lanes.put(target, off, bytes)
+        })
     }
 
     /// Get displacement `disp` of `target` into `bytes` through this thread's lane, as
@@ -142,14 +144,14 @@ impl Wired {
         bytes: &mut [u8],
         enter: impl FnOnce() -> Result<()>,
     ) -> Option<Result<()>> {
-        match self.place(target, disp, bytes.len(), enter)? {
-            Ok((lanes, off)) => lanes.get(target, off, bytes),
-            Err(e) => Some(Err(e)),
-        }
+        self.place(target, disp, bytes.len(), enter, |lanes, off| {
+            lanes.get(target, off, bytes)
+        })
     }
 
-    /// [`Wired::put`] in one write that carries notification `id` (below
-    /// [`layout::NOTIFY_IDS`]); `None` (nothing moved) also where the lane cannot carry it.
+    /// [`Wired::put`] in one write that carries notification `id`; `None` (nothing moved) also
+    /// where the lane cannot carry it, and for an id past [`layout::NOTIFY_IDS`] (which the
+    /// window's thread refuses).
     pub(super) fn put_notify(
         &self,
         target: usize,
@@ -158,14 +160,16 @@ impl Wired {
         id: usize,
         enter: impl FnOnce() -> Result<()>,
     ) -> Option<Result<()>> {
-        match self.place(target, disp, bytes.len(), enter)? {
-            Ok((lanes, off)) => lanes.put_notify(target, off, bytes, id),
-            Err(e) => Some(Err(e)),
+        if id >= layout::NOTIFY_IDS {
+            return None;
         }
+        self.place(target, disp, bytes.len(), enter, |lanes, off| {
+            lanes.put_notify(target, off, bytes, id)
+        })
     }
 
-    /// [`Wired::get`], then notification `id` (below [`layout::NOTIFY_IDS`]) to `target` once
-    /// the data was read, both through this thread's lane.
+    /// [`Wired::get`], then notification `id` to `target` once the data was read, both through
+    /// this thread's lane; `None` as [`Wired::put_notify`].
     pub(super) fn get_notify(
         &self,
         target: usize,
@@ -174,11 +178,13 @@ impl Wired {
         id: usize,
         enter: impl FnOnce() -> Result<()>,
     ) -> Option<Result<()>> {
-        let slot = layout::notify_slot(id);
-        match self.place(target, disp, bytes.len(), enter)? {
-            Ok((lanes, off)) => lanes.get_notify(target, off, bytes, slot),
-            Err(e) => Some(Err(e)),
+        if id >= layout::NOTIFY_IDS {
+            return None;
         }
+        let slot = layout::notify_slot(id);
+        self.place(target, disp, bytes.len(), enter, |lanes, off| {
+            lanes.get_notify(target, off, bytes, slot)
+        })
     }
 
     /// One element's read-modify-write `op` with `operand` at displacement `disp` of `target`
@@ -198,10 +204,9 @@ impl Wired {
         if !self.on_nic(target, disp, acc) {
             return None;
         }
-        match self.place(target, disp, T::ELEM.size(), enter)? {
-            Ok((lanes, off)) => Some(lanes.rmw(target, off, acc)?.map(from_bits)),
-            Err(e) => Some(Err(e)),
-        }
+        self.place(target, disp, T::ELEM.size(), enter, |lanes, off| {
+            lanes.rmw(target, off, acc).map(|old| old.map(from_bits))
+        })
     }
 
     /// The accumulate `op` of the elements `operands` at displacement `disp` of `target`
@@ -234,10 +239,9 @@ impl Wired {
         };
         let bytes: &[u8] = bytemuck::cast_slice(operands);
         let old: &mut [u8] = bytemuck::cast_slice_mut(result);
-        match self.place(target, disp, bytes.len(), enter)? {
-            Ok((lanes, off)) => lanes.accumulate_many(target, off, T::ELEM, op, bytes, old),
-            Err(e) => Some(Err(e)),
-        }
+        self.place(target, disp, bytes.len(), enter, |lanes, off| {
+            lanes.accumulate_many(target, off, T::ELEM, op, bytes, old)
+        })
     }
 
     /// Whether this thread's lane may run `acc` at displacement `disp` of `target`: the

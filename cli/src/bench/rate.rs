@@ -94,6 +94,11 @@ impl Call {
 /// writing next to each other do not share a line.
 const STRIDE: usize = 8;
 
+/// The threads (among `threads`, or rank 0's own thread where 0) that target rank `me` of `n`.
+fn aiming_at(me: usize, n: usize, threads: usize) -> impl Iterator<Item = usize> {
+    (0..threads.max(1)).filter(move |&i| target_of(i, n) == me)
+}
+
 /// The notification id of the thread whose word is at `disp`.
 fn id_of(disp: usize) -> usize {
     (disp / STRIDE) % IDS
@@ -236,9 +241,8 @@ fn consume(win: &Window<'_>, call: Call, threads: usize, me: usize, iters: usize
     if !matches!(call, Call::Notify) {
         return Ok(());
     }
-    let n = win.size_of_group();
     let mut due = vec![0usize; IDS];
-    for i in (0..threads.max(1)).filter(|&i| target_of(i, n) == me) {
+    for i in aiming_at(me, win.size_of_group(), threads) {
         due[id_of(STRIDE * i)] += iters;
     }
     due.iter()
@@ -259,21 +263,18 @@ fn check(
     plan: &Plan,
     pass: Pass,
 ) -> Result<()> {
-    let (me, n) = (world.rank(), world.size());
+    let me = world.rank();
     if me == 0 {
         return Ok(());
     }
-    let per_thread = pass.warmup + pass.iters * plan.repetitions;
-    // The threads that targeted this rank, with the first word each one used.
-    let mine: Vec<usize> = (0..threads.max(1))
-        .filter(|&i| target_of(i, n) == me)
-        .collect();
     let (counted, name) = match call {
         Call::Fop => (1, "fop_rate"),
         Call::Acc => (ACC, "acc_rate"),
         Call::Notify => return check_notified(win, me),
         _ => return Ok(()),
     };
+    let per_thread = pass.warmup + pass.iters * plan.repetitions;
+    let mine: Vec<usize> = aiming_at(me, world.size(), threads).collect();
     let mut words = vec![0u64; STRIDE * threads.max(1)];
     win.read_local(0, &mut words)?;
     for (i, line) in words.chunks(STRIDE).enumerate() {
