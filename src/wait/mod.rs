@@ -70,7 +70,8 @@ pub(crate) enum Pace {
 
 /// Wait until the 64-bit word at `offset` of this rank's control block `ctrl` satisfies `done`;
 /// returns its value. `watch` is called whenever the waiter has slept and the word is still not
-/// there: it returns an error when what the wait depends on can no longer happen.
+/// there: it returns an error when what the wait depends on can no longer happen, which ends
+/// the wait unless the word is there when looked at once more ([`unless_over`]).
 pub(crate) fn until(
     ctrl: &Mem<'static>,
     offset: usize,
@@ -133,6 +134,14 @@ pub(crate) fn until_words(
         true => Pause::patient(),
         false => Pause::brief(),
     };
+    // A failure the watch finds does not end a wait whose word is there by now: the next look
+    // returns it ([`unless_over`]).
+    let watch = || {
+        unless_over(watch(), || {
+            Ok(done(word.load(Ordering::Acquire)).then_some(()))
+        })
+        .map(drop)
+    };
     let mut serving = Serving::new();
     let mut nap = Duration::from_micros(50);
     loop {
@@ -143,7 +152,7 @@ pub(crate) fn until_words(
         progress.poll()?;
         let pace = progress.pace();
         if pace == Pace::Serve {
-            serving.pace(watch)?;
+            serving.pace(&watch)?;
             continue;
         }
         if !backoff.is_completed() {
@@ -178,6 +187,26 @@ pub(crate) fn until_words(
             return Ok(v);
         }
         watch()?;
+    }
+}
+
+/// What a watch that found `watched` means for a wait that has just looked and not found
+/// what it waits for, unless one more look (`again`) finds it: `Ok(None)` to go on waiting,
+/// `Ok(Some)` where the last look found it, and the failure otherwise. A waiter descheduled or
+/// stopped between its look and the watch may find a peer gone that left after ending the wait
+/// (a rank that released a barrier, or a lock, and exited); a rank that finished and left is
+/// not a failed rank, so a failure counts only where the wait is still not over once it was
+/// seen.
+fn unless_over<T>(
+    watched: Result<()>,
+    again: impl FnOnce() -> Result<Option<T>>,
+) -> Result<Option<T>> {
+    match watched {
+        Ok(()) => Ok(None),
+        Err(failed) => match again()? {
+            Some(v) => Ok(Some(v)),
+            None => Err(failed),
+        },
     }
 }
 
@@ -260,8 +289,10 @@ pub(crate) fn retry_rung<T>(
         if let Some(v) = tried? {
             return Ok(v);
         }
-        if bell.load(Ordering::SeqCst) == ring {
-            watch()?;
+        if bell.load(Ordering::SeqCst) == ring
+            && let Some(v) = unless_over(watch(), &mut attempt)?
+        {
+            return Ok(v);
         }
     }
 }
@@ -301,7 +332,8 @@ impl Serving {
 }
 
 /// Retry `attempt` until it returns `Some`, backing off between tries and calling `watch` while
-/// it waits (for waits on another rank's memory, such as a contended lock). Where `progress`
+/// it waits (for waits on another rank's memory, such as a contended lock); a failure `watch`
+/// reports ends the wait unless one more try succeeds ([`unless_over`]). Where `progress`
 /// needs target progress, the waiter serves its peers between
 /// tries instead of sleeping, since the rank it waits for may be waiting on this one's memory
 /// (a lock holder's get, put and release at a rank that contends for the lock itself).
@@ -324,16 +356,81 @@ pub(crate) fn retry<T>(
             let end = Instant::now() + nap;
             while Instant::now() < end {
                 progress.poll()?;
-                serving.pace(watch)?;
+                if let Some(v) = unless_over(serving.pace(watch), &mut attempt)? {
+                    return Ok(v);
+                }
             }
         } else {
             std::thread::sleep(nap);
             let since = *checked.get_or_insert_with(Instant::now);
             if since.elapsed() >= NAP {
-                watch()?;
+                if let Some(v) = unless_over(watch(), &mut attempt)? {
+                    return Ok(v);
+                }
                 checked = Some(Instant::now());
             }
         }
         nap = (nap * 2).min(Duration::from_millis(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// Nothing rings: the waiter naps between looks.
+    struct Napping;
+
+    impl Progress for Napping {
+        fn poll(&self) -> Result<()> {
+            Ok(())
+        }
+        fn pace(&self) -> Pace {
+            Pace::Nap
+        }
+    }
+
+    fn gone() -> Result<()> {
+        Err(Error::new(ErrorClass::ProcFailed, "rank 3 is gone"))
+    }
+
+    /// The waiter is stopped between its look and the watch; meanwhile a rank stores the word
+    /// and another, seeing it, exits: the watch finds that one gone, and the wait still ends
+    /// with the word.
+    #[test]
+    fn a_peer_that_left_after_the_word_came_is_no_failure() {
+        let (word, sleepers, bell) = (AtomicU64::new(0), AtomicU32::new(0), AtomicU32::new(0));
+        let words = Words {
+            word: &word,
+            sleepers: &sleepers,
+            bell: &bell,
+        };
+        let watch = || {
+            word.store(7, Ordering::Release);
+            gone()
+        };
+        assert_eq!(until_words(words, |v| v == 7, &Napping, &watch).unwrap(), 7);
+        // A word that is still not there: the failure ends the wait.
+        let e = until_words(words, |v| v == 8, &Napping, &gone).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::ProcFailed);
+    }
+
+    /// The same for a retried attempt (a lock whose holder released it and exited).
+    #[test]
+    fn a_retry_tries_once_more_after_a_failure() {
+        let free = Cell::new(false);
+        let tries = Cell::new(0);
+        let attempt = || {
+            tries.set(tries.get() + 1);
+            Ok(free.get().then_some("taken"))
+        };
+        let watch = || {
+            free.set(true);
+            gone()
+        };
+        assert_eq!(retry(&Napping, &watch, attempt).unwrap(), "taken");
+        let e = retry(&Napping, &gone, || Ok(None::<()>)).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::ProcFailed);
     }
 }
