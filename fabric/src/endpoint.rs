@@ -558,9 +558,10 @@ impl std::fmt::Debug for Flusher {
 }
 
 impl Flusher {
-    /// [`Endpoint::set_crowded`], from any thread.
-    pub fn set_crowded(&self) {
-        self.0.crowded.store(true, Ordering::Relaxed);
+    /// [`Endpoint::set_crowded`], from any thread; `false` undoes it (an endpoint kept for
+    /// other threads).
+    pub fn set_crowded(&self, crowded: bool) {
+        self.0.crowded.store(crowded, Ordering::Relaxed);
     }
 
     /// Wait until every operation the owner had posted to `peer` when this call began has

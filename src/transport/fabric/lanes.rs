@@ -18,9 +18,11 @@
 //! share them in turn), one libfabric endpoint (its queues and a 64 KiB bounce buffer, and what
 //! the provider allocates per endpoint: tens of megabytes over verbs;ofi_rxm; no progress
 //! thread: nothing addresses a lane, and its threads drive it in their calls) and a connection
-//! to each target it reaches, opened at its first operation; all closed when sharing ends.
-//! (With a progress thread per lane looking every millisecond, 16 threads in each of 4 ranks
-//! on 2 CPUs took several times as long.)
+//! to each target it reaches, opened at its first operation. When sharing ends the lanes are
+//! kept, idle, for the window's next sharing ([`Kept`]), and closed when the window is freed:
+//! a window shared again and again pays for its lanes once. (With a progress thread per lane
+//! looking every millisecond, 16 threads in each of 4 ranks on 2 CPUs took several times as
+//! long.)
 
 use super::names::{atomic_op, datatype, fi_err};
 use super::span::Span;
@@ -47,10 +49,6 @@ thread_local! {
 /// A target as lanes reach it.
 #[derive(Debug, Clone)]
 pub(super) struct LaneTarget {
-    /// Its endpoint's address, as the window's endpoint inserted it.
-    pub(super) name: Vec<u8>,
-    /// Its process, where it runs on this node.
-    pub(super) pid: Option<u32>,
     /// Its window memory.
     pub(super) data: Span,
     /// It as the window's endpoint addresses it.
@@ -63,16 +61,70 @@ pub(super) struct LaneTarget {
     pub(super) notify: u32,
 }
 
-/// An endpoint of one thread, or of several in turn (beyond [`FabricLanes::most`]), and its
-/// targets.
+/// The lanes of a window between its times of sharing, and the ranks they address: a lane
+/// is kept, with its connections, for the next sharing rather than closed when one ends (over
+/// verbs;ofi_rxm in the software RoCE guest, opening a lane and connecting it took about 0.8 s,
+/// against 0.2 ms for a put and flush through it).
+#[derive(Debug)]
+pub(super) struct Kept {
+    /// Per rank of the window: its endpoint's address, as the window's endpoint inserted it,
+    /// and its process where it runs on this node.
+    addresses: Vec<(Vec<u8>, Option<u32>)>,
+    /// Lanes no thread uses now, each with nothing in flight.
+    idle: Mutex<Vec<Lane>>,
+}
+
+impl Kept {
+    /// No lane yet, to the ranks at `addresses`.
+    pub(super) fn new(addresses: Vec<(Vec<u8>, Option<u32>)>) -> Kept {
+        Kept {
+            addresses,
+            idle: Mutex::default(),
+        }
+    }
+
+    /// An idle lane, else a new endpoint on `domain` with every rank inserted.
+    fn take(&self, domain: &Arc<fi::Domain>) -> Result<Lane> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        if let Some(lane) = idle {
+            lane.flusher.set_crowded(false);
+            return Ok(lane);
+        }
+        let ep = fi::Lane::open(domain).map_err(fi_err)?;
+        let peers = self
+            .addresses
+            .iter()
+            .map(|(name, pid)| {
+                let peer = ep.insert(name).map_err(fi_err)?;
+                if let Some(pid) = pid {
+                    ep.set_pid(peer, *pid);
+                }
+                Ok(peer)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        tracing::debug!(targets = peers.len(), "opened an endpoint for threads");
+        Ok(Lane {
+            flusher: ep.flusher(),
+            ep: Mutex::new(ep),
+            peers,
+        })
+    }
+}
+
+/// An endpoint of one thread, or of several in turn (beyond [`FabricLanes::most`]), with every
+/// rank of the window inserted.
 #[derive(Debug)]
 struct Lane {
     /// Used by its threads one at a time, and closed by the window's (which holds the last
     /// reference).
     ep: Mutex<fi::Lane>,
     flusher: fi::Flusher,
-    /// Per target of the set: as this endpoint addresses it.
-    peers: Vec<Option<fi::Peer>>,
+    /// Per rank of the window: as this endpoint addresses it.
+    peers: Vec<fi::Peer>,
 }
 
 /// The lanes of one shared window.
@@ -82,6 +134,8 @@ pub(crate) struct FabricLanes {
     domain: Arc<fi::Domain>,
     /// Per rank of the window: where lanes reach it, if they do.
     targets: Vec<Option<LaneTarget>>,
+    /// Where lanes come from and go back to.
+    kept: Arc<Kept>,
     /// The window's endpoint, for flushes of what the window's thread issued.
     window: fi::Flusher,
     /// The accumulates the window runs on the NIC, unless the targets serve them all.
@@ -103,11 +157,11 @@ pub(crate) struct FabricLanes {
 }
 
 impl FabricLanes {
-    /// Lanes on `domain` to `targets`; `window` flushes the window's endpoint, `native` and
-    /// `served` say how the window's accumulates go.
+    /// Lanes on `domain` to `targets`, taken from `kept`; `window` flushes the window's
+    /// endpoint, `native` and `served` say how the window's accumulates go.
     pub(super) fn new(
         domain: Arc<fi::Domain>,
-        targets: Vec<Option<LaneTarget>>,
+        (targets, kept): (Vec<Option<LaneTarget>>, Arc<Kept>),
         window: fi::Flusher,
         (native, served): (NativeOps, bool),
         peers: Peers,
@@ -116,6 +170,7 @@ impl FabricLanes {
             set: SETS.fetch_add(1, Ordering::Relaxed),
             domain,
             targets,
+            kept,
             window,
             native,
             served,
@@ -149,12 +204,8 @@ impl FabricLanes {
             let mut lanes = self.lanes.write().unwrap_or_else(PoisonError::into_inner);
             let threads = self.threads.fetch_add(1, Ordering::Relaxed) + 1;
             let lane = match lanes.len() < self.most {
-                true => match self.open() {
+                true => match self.kept.take(&self.domain) {
                     Ok(lane) => {
-                        tracing::debug!(
-                            targets = lane.peers.len(),
-                            "opened an endpoint for this thread"
-                        );
                         let lane = Arc::new(lane);
                         lanes.push(Arc::clone(&lane));
                         lane
@@ -174,7 +225,7 @@ impl FabricLanes {
             // spinning waiter holds the CPU the progress it waits for needs (over tcp on 2 CPUs,
             // put_rate -t 4 made 17-20 k/s spinning, 32-36 k/s not).
             if crate::wait::crowded() || crate::wait::crowded_with(threads) {
-                lanes.iter().for_each(|l| l.flusher.set_crowded());
+                lanes.iter().for_each(|l| l.flusher.set_crowded(true));
             }
             lane
         };
@@ -204,7 +255,7 @@ impl FabricLanes {
     ) -> Option<Result<R>> {
         let lane = self.mine()?;
         let t = self.targets.get(target)?.as_ref()?;
-        let peer = (*lane.peers.get(target)?)?;
+        let peer = *lane.peers.get(target)?;
         let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
         Some(op(&ep, t, peer, &|| self.alive(target)))
     }
@@ -228,36 +279,17 @@ impl FabricLanes {
         })
     }
 
-    /// A new endpoint on the window's domain, every target inserted.
-    fn open(&self) -> Result<Lane> {
-        let ep = fi::Lane::open(&self.domain).map_err(fi_err)?;
-        let peers = self
-            .targets
-            .iter()
-            .map(|t| {
-                let Some(t) = t else { return Ok(None) };
-                let peer = ep.insert(&t.name).map_err(fi_err)?;
-                if let Some(pid) = t.pid {
-                    ep.set_pid(peer, pid);
-                }
-                Ok(Some(peer))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Lane {
-            flusher: ep.flusher(),
-            ep: Mutex::new(ep),
-            peers,
-        })
-    }
-
     /// Complete every operation any thread's lane issued to `target` before this call (the
     /// window's endpoint is the caller's).
     fn flush_lanes(&self, target: usize) -> Result<()> {
         let live = || self.alive(target);
         let lanes = self.lanes.read().unwrap_or_else(PoisonError::into_inner);
         let mine = self.cached();
+        if !self.reaches(target) {
+            return Ok(());
+        }
         for lane in lanes.iter() {
-            let Some(Some(peer)) = lane.peers.get(target) else {
+            let Some(peer) = lane.peers.get(target) else {
                 continue;
             };
             let own = mine.as_ref().is_some_and(|m| Arc::ptr_eq(m, lane));
@@ -411,19 +443,38 @@ impl Lanes for FabricLanes {
     }
 
     /// Every lane's operations to every target, each lane flushed as its own thread would
-    /// (the threads are gone): the first failure returns, after every lane was flushed.
+    /// (the threads are gone): the first failure returns, after every lane was flushed. The
+    /// lanes that completed everything go back to be kept; one with a failure is closed.
     fn drain(&self) -> Result<()> {
         let lanes =
             std::mem::take(&mut *self.lanes.write().unwrap_or_else(PoisonError::into_inner));
         let mut first = Ok(());
-        for lane in &lanes {
-            let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
-            for (target, peer) in lane.peers.iter().enumerate() {
-                let Some(peer) = peer else { continue };
-                let flushed = ep.flush(*peer, &|| self.alive(target)).map_err(fi_err);
-                if first.is_ok() {
-                    first = flushed;
+        for lane in lanes {
+            let flushed = {
+                let ep = lane.ep.lock().unwrap_or_else(PoisonError::into_inner);
+                (0..lane.peers.len())
+                    .filter(|&target| self.reaches(target))
+                    .map(|target| {
+                        let live = || self.alive(target);
+                        ep.flush(lane.peers[target], &live).map_err(fi_err)
+                    })
+                    .find(Result::is_err)
+                    .unwrap_or(Ok(()))
+            };
+            // The threads' caches hold the lane only weakly: this is its last holder.
+            match (flushed, Arc::try_unwrap(lane)) {
+                (Ok(()), Ok(lane)) => self
+                    .kept
+                    .idle
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(lane),
+                (Err(e), _) => {
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
                 }
+                (Ok(()), Err(_)) => {}
             }
         }
         first

@@ -46,8 +46,9 @@ use onesided_shm::Mem;
 pub(crate) use resources::release;
 use resources::{Resources, resources};
 use span::Span;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Waker;
 use waits::waiting;
 
@@ -164,6 +165,9 @@ pub struct FabricTransport<'a> {
     notified: Option<NotifiedWindow>,
     /// The threads of a shared window have lanes (`ONESIDED_FABRIC_THREADS`).
     lanes: bool,
+    /// The lanes kept between times of sharing, from the first (closed before the endpoint
+    /// below).
+    kept: OnceCell<Arc<lanes::Kept>>,
     /// This thread's endpoint, shared with its other windows (after the regions: they are
     /// closed first).
     res: Rc<Resources>,
@@ -327,6 +331,7 @@ impl<'a> Opened<'a> for OpenedFabric<'a> {
             attached: RefCell::new(Vec::new()),
             notified: local.notified,
             lanes: local.lanes,
+            kept: OnceCell::new(),
         })
     }
 }
@@ -781,9 +786,7 @@ impl<'a> Attach<'a> for FabricTransport<'a> {
                     .get(r)
                     .copied()
                     .unwrap_or(false)
-                    .then(|| lanes::LaneTarget {
-                        name: t.name.clone(),
-                        pid: t.pid,
+                    .then_some(lanes::LaneTarget {
                         data: t.data,
                         peer: t.peer,
                         lead: t.lead,
@@ -794,9 +797,13 @@ impl<'a> Attach<'a> for FabricTransport<'a> {
             .collect::<Vec<_>>();
         targets.iter().any(Option::is_some).then(|| {
             let ep = &self.res.ep;
+            let kept = self.kept.get_or_init(|| {
+                let addresses = self.targets.iter().map(|t| (t.name.clone(), t.pid));
+                Arc::new(lanes::Kept::new(addresses.collect()))
+            });
             Box::new(lanes::FabricLanes::new(
                 ep.domain().clone(),
-                targets,
+                (targets, Arc::clone(kept)),
                 ep.flusher(),
                 (self.caps.native_atomics, self.res.served),
                 self.peers.clone(),
