@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Threads of a shared window making notified calls and accumulates of several elements
 # themselves, against a build where the window's thread made them: over shared memory
-# `onesided bench notify_rate` and `acc_rate` with -t 1 and -t 2 (rank 0's threads to rank 1,
+# `onesided bench notify_rate` with -t 1, 2 and 4 and `acc_rate` with -t 1 and 2 (rank 0's threads to rank 1,
 # each call flushed), and `notify_latency -m 8:8` with -t 0 (the ranks' own threads) and -t 1 (a
 # thread of each rank bounces through the shared window), over shared memory and libfabric's
 # tcp and shm providers. Every run of BIN and BEFORE in turns in each round; prints every run's
@@ -36,8 +36,10 @@ index() { [[ $1 == "$BIN" ]] && echo new || echo before; }
 
 for ((round = 1; round <= ROUNDS; round++)); do
   for build in $builds; do
-    for t in 1 2; do
+    for t in 1 2 4; do
       run "shm.notify_rate.t$t" "$build" ONESIDED_TRANSPORT=auto -- notify_rate -t "$t" -i 200000
+    done
+    for t in 1 2; do
       run "shm.acc_rate.t$t" "$build" ONESIDED_TRANSPORT=auto -- acc_rate -t "$t" -i 200000
     done
     for t in 0 1; do

@@ -63,12 +63,18 @@ pub const NOTIFY_IDS: usize = 256;
 
 const _: () = assert!(NOTIFY + 8 * NOTIFY_IDS <= ACC_LOCK);
 
+/// The cache lines the notification counters take, eight counters to a line.
+const NOTIFY_LINES: usize = 8 * NOTIFY_IDS / LINE;
+
 /// The counter of notification `id` (below [`NOTIFY_IDS`]): every notified put or get with
 /// that id to this rank adds 1 to it once its data is there (or that of the transport that
 /// carried it, `transport/notices.rs`), and the rank's waits for notifications read it. The
-/// counters share cache lines: a line each would take four more pages per rank per window.
+/// counters share cache lines (a line each would take four more pages per rank per window),
+/// but ids are dealt to the lines in turn: ids 0 to 31 sit on lines of their own, so that the
+/// threads of a rank notifying with neighbouring ids do not pass one line between their CPUs
+/// (id 32 shares id 0's line, and so on).
 pub fn notify_slot(id: usize) -> usize {
-    NOTIFY + 8 * id
+    NOTIFY + LINE * (id % NOTIFY_LINES) + 8 * (id / NOTIFY_LINES)
 }
 
 /// First post counter, after the fixed part: the counter of target `t` ([`posted_slot`])
@@ -253,9 +259,24 @@ mod tests {
 
     #[test]
     fn notification_counters_sit_between_the_completions_and_the_accumulate_lock() {
-        assert!(notify_slot(0) >= COMPLETES + 8);
-        assert!(notify_slot(NOTIFY_IDS - 1) + 8 <= ACC_LOCK);
-        assert_eq!(notify_slot(1) - notify_slot(0), 8);
+        assert_eq!(NOTIFY % LINE, 0);
+        let slots: Vec<usize> = (0..NOTIFY_IDS).map(notify_slot).collect();
+        assert!(
+            slots
+                .iter()
+                .all(|&s| s >= COMPLETES + LINE && s + 8 <= ACC_LOCK)
+        );
+        assert!(slots.iter().all(|&s| s % 8 == 0));
+        // Every id has a word of its own, and the first 32 a line of their own.
+        let mut sorted = slots.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), NOTIFY_IDS);
+        assert_eq!(*sorted.last().unwrap() - sorted[0], 8 * (NOTIFY_IDS - 1));
+        let mut lines: Vec<usize> = slots[..32].iter().map(|s| s / LINE).collect();
+        lines.dedup();
+        assert_eq!(lines.len(), 32);
+        assert_eq!(notify_slot(32) / LINE, notify_slot(0) / LINE);
     }
 
     #[test]

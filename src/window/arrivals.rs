@@ -21,6 +21,7 @@ use crate::error::Result;
 use crate::peers::Peers;
 use crate::protocol::layout;
 use crate::wait::{self, Pace, Progress};
+use crossbeam_utils::CachePadded;
 use onesided_shm::SyncMem;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,8 +30,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(super) struct Arrivals {
     /// This rank's control block, whose counters the origins' atomics add to.
     ctrl: SyncMem<'static>,
-    /// Per id: how many this rank's waits and tests consumed.
-    consumed: Box<[AtomicU64]>,
+    /// Per id: how many this rank's waits and tests consumed, each on a line of its own, so
+    /// that threads consuming different ids do not pass a line between their CPUs (32 KiB per
+    /// shared window).
+    consumed: Box<[CachePadded<AtomicU64>]>,
     peers: Peers,
 }
 
@@ -44,7 +47,7 @@ impl Arrivals {
         }
         let seen = win.notified.borrow();
         let consumed = (0..layout::NOTIFY_IDS)
-            .map(|id| AtomicU64::new(seen.get(id).copied().unwrap_or(0)))
+            .map(|id| CachePadded::new(AtomicU64::new(seen.get(id).copied().unwrap_or(0))))
             .collect();
         Some(Arrivals {
             ctrl: SyncMem::new(win.ctrl.clone()),

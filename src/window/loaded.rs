@@ -6,7 +6,7 @@
 //! copy and then a CPU addition to the target's counter of the id (the same place), and its
 //! flush a memory fence, with no call to the window's thread and no lock shared with the other
 //! threads (but the notification counters, eight to a cache line: threads notifying one target
-//! with neighbouring ids share it).
+//! with ids that differ by a multiple of 32 share one, `layout::notify_slot`).
 //!
 //! Only while the window is shared: the epoch cannot change then (a handle makes no epoch
 //! calls, and the calls the window's thread serves only take the lock words of targets not
