@@ -47,6 +47,12 @@ pub(crate) fn crowded_with(threads: usize) -> bool {
     RANKS_ON_NODE.load(Ordering::Relaxed) - 1 + threads > online_cpus()
 }
 
+/// Whether this node has a CPU more than it runs ranks ([`set_crowded`]): one a thread of a
+/// rank may take beside the rank's own without taking another rank's.
+pub(crate) fn spare_cpu() -> bool {
+    RANKS_ON_NODE.load(Ordering::Relaxed) < online_cpus()
+}
+
 /// Whether this node runs more ranks than it has CPUs (see [`set_crowded`]).
 pub(crate) fn crowded() -> bool {
     CROWDED.load(Ordering::Relaxed)

@@ -20,7 +20,7 @@ mod crowd;
 mod pause;
 
 use crowd::CROWDED_YIELDS;
-pub(crate) use crowd::{crowded, progress_thread, set_crowded};
+pub(crate) use crowd::{crowded, progress_thread, set_crowded, spare_cpu};
 #[cfg(have_libfabric)]
 pub(crate) use crowd::{crowded_with, set_progress_thread};
 use pause::Pause;
