@@ -134,14 +134,6 @@ pub(crate) fn until_words(
         true => Pause::patient(),
         false => Pause::brief(),
     };
-    // A failure the watch finds does not end a wait whose word is there by now: the next look
-    // returns it ([`unless_over`]).
-    let watch = || {
-        unless_over(watch(), || {
-            Ok(done(word.load(Ordering::Acquire)).then_some(()))
-        })
-        .map(drop)
-    };
     let mut serving = Serving::new();
     let mut nap = Duration::from_micros(50);
     loop {
@@ -152,7 +144,9 @@ pub(crate) fn until_words(
         progress.poll()?;
         let pace = progress.pace();
         if pace == Pace::Serve {
-            serving.pace(&watch)?;
+            if let Err(failed) = serving.pace(watch) {
+                return over_or(word, &done, failed);
+            }
             continue;
         }
         if !backoff.is_completed() {
@@ -186,7 +180,20 @@ pub(crate) fn until_words(
         if done(v) {
             return Ok(v);
         }
-        watch()?;
+        if let Err(failed) = watch() {
+            return over_or(word, &done, failed);
+        }
+    }
+}
+
+/// The word, where a look after the watch found `failed` finds it there, else the failure
+/// ([`unless_over`]; a function of its own, out of the waits' common path).
+#[cold]
+fn over_or(word: &AtomicU64, done: &impl Fn(u64) -> bool, failed: Error) -> Result<u64> {
+    let v = word.load(Ordering::Acquire);
+    match done(v) {
+        true => Ok(v),
+        false => Err(failed),
     }
 }
 
