@@ -145,9 +145,10 @@ impl Pace {
     /// works (notify_rate's, waiting for its notifications) made 518 against 2,075: the
     /// spinning threads held the CPU it needed.
     fn here(complete_once_issued: bool) -> Pace {
-        let unserved = !wait::progress_thread() && wait::spare_cpu();
+        // The CPUs online are read only where the answer matters.
+        let unserved = || !wait::progress_thread() && wait::spare_cpu();
         match std::thread::available_parallelism() {
-            Ok(cpus) if cpus.get() > 1 && (complete_once_issued || unserved) => Pace::Spin,
+            Ok(cpus) if cpus.get() > 1 && (complete_once_issued || unserved()) => Pace::Spin,
             _ => Pace::Sleep,
         }
     }
