@@ -145,7 +145,7 @@ pub(crate) fn until_words(
         let pace = progress.pace();
         if pace == Pace::Serve {
             if let Err(failed) = serving.pace(watch) {
-                return over_or(word, &done, failed);
+                return unless_over(failed, || look(word, &done));
             }
             continue;
         }
@@ -181,40 +181,26 @@ pub(crate) fn until_words(
             return Ok(v);
         }
         if let Err(failed) = watch() {
-            return over_or(word, &done, failed);
+            return unless_over(failed, || look(word, &done));
         }
     }
 }
 
-/// The word, where a look after the watch found `failed` finds it there, else the failure
-/// ([`unless_over`]; a function of its own, out of the waits' common path).
-#[cold]
-fn over_or(word: &AtomicU64, done: &impl Fn(u64) -> bool, failed: Error) -> Result<u64> {
+/// The word, where it satisfies `done`.
+fn look(word: &AtomicU64, done: impl Fn(u64) -> bool) -> Result<Option<u64>> {
     let v = word.load(Ordering::Acquire);
-    match done(v) {
-        true => Ok(v),
-        false => Err(failed),
-    }
+    Ok(done(v).then_some(v))
 }
 
-/// What a watch that found `watched` means for a wait that has just looked and not found
-/// what it waits for, unless one more look (`again`) finds it: `Ok(None)` to go on waiting,
-/// `Ok(Some)` where the last look found it, and the failure otherwise. A waiter descheduled or
-/// stopped between its look and the watch may find a peer gone that left after ending the wait
-/// (a rank that released a barrier, or a lock, and exited); a rank that finished and left is
-/// not a failed rank, so a failure counts only where the wait is still not over once it was
-/// seen.
-fn unless_over<T>(
-    watched: Result<()>,
-    again: impl FnOnce() -> Result<Option<T>>,
-) -> Result<Option<T>> {
-    match watched {
-        Ok(()) => Ok(None),
-        Err(failed) => match again()? {
-            Some(v) => Ok(Some(v)),
-            None => Err(failed),
-        },
-    }
+/// The end of a wait whose watch found `failed` right after a look that did not find what
+/// the wait waits for: what one more look (`again`) finds, else the failure. A waiter
+/// descheduled or stopped between its look and the watch may find a peer gone that left after
+/// ending the wait (a rank that released a barrier, or a lock, and exited); a rank that
+/// finished and left is not a failed rank, so a failure counts only where the wait is still
+/// not over once it was seen. Cold: out of the waits' common path.
+#[cold]
+fn unless_over<T>(failed: Error, again: impl FnOnce() -> Result<Option<T>>) -> Result<T> {
+    again()?.ok_or(failed)
 }
 
 /// Wake whoever sleeps on the doorbell of `ctrl` (a control block, or a page laid out like one
@@ -297,9 +283,9 @@ pub(crate) fn retry_rung<T>(
             return Ok(v);
         }
         if bell.load(Ordering::SeqCst) == ring
-            && let Some(v) = unless_over(watch(), &mut attempt)?
+            && let Err(failed) = watch()
         {
-            return Ok(v);
+            return unless_over(failed, &mut attempt);
         }
     }
 }
@@ -363,16 +349,16 @@ pub(crate) fn retry<T>(
             let end = Instant::now() + nap;
             while Instant::now() < end {
                 progress.poll()?;
-                if let Some(v) = unless_over(serving.pace(watch), &mut attempt)? {
-                    return Ok(v);
+                if let Err(failed) = serving.pace(watch) {
+                    return unless_over(failed, &mut attempt);
                 }
             }
         } else {
             std::thread::sleep(nap);
             let since = *checked.get_or_insert_with(Instant::now);
             if since.elapsed() >= NAP {
-                if let Some(v) = unless_over(watch(), &mut attempt)? {
-                    return Ok(v);
+                if let Err(failed) = watch() {
+                    return unless_over(failed, &mut attempt);
                 }
                 checked = Some(Instant::now());
             }
@@ -427,11 +413,7 @@ mod tests {
     #[test]
     fn a_retry_tries_once_more_after_a_failure() {
         let free = Cell::new(false);
-        let tries = Cell::new(0);
-        let attempt = || {
-            tries.set(tries.get() + 1);
-            Ok(free.get().then_some("taken"))
-        };
+        let attempt = || Ok(free.get().then_some("taken"));
         let watch = || {
             free.set(true);
             gone()

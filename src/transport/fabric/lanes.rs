@@ -279,15 +279,12 @@ impl FabricLanes {
         })
     }
 
-    /// Complete every operation any thread's lane issued to `target` before this call (the
-    /// window's endpoint is the caller's).
+    /// Complete every operation any thread's lane issued to `target` (one lanes reach: the
+    /// caller checked) before this call (the window's endpoint is the caller's).
     fn flush_lanes(&self, target: usize) -> Result<()> {
         let live = || self.alive(target);
         let lanes = self.lanes.read().unwrap_or_else(PoisonError::into_inner);
         let mine = self.cached();
-        if !self.reaches(target) {
-            return Ok(());
-        }
         for lane in lanes.iter() {
             let Some(peer) = lane.peers.get(target) else {
                 continue;
