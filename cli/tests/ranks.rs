@@ -486,6 +486,10 @@ static SCENARIOS: &[Scenario] = &[
     flavored("threads::handoff", threads::handoff, &[2, 3]),
     flavored("threads::many_elements", threads::many_elements, &[2, 3]),
     scenario("threads::errors", threads::errors, &[2]),
+    Scenario {
+        flavors: &[Flavor::Allocate],
+        ..scenario("threads::kept_lanes", threads::kept_lanes, &[2])
+    },
     flavored("atomics::errors", atomics::errors, &[2]),
     flavored("atomics::target_sleeps", atomics::target_sleeps, &[2]),
     flavored("atomics::target_computes", atomics::target_computes, &[2]),

@@ -20,9 +20,12 @@
 //! thread: nothing addresses a lane, and its threads drive it in their calls) and a connection
 //! to each target it reaches, opened at its first operation. When sharing ends the lanes are
 //! kept, idle, for the window's next sharing ([`Kept`]), and closed when the window is freed:
-//! a window shared again and again pays for its lanes once. (With a progress thread per lane
-//! looking every millisecond, 16 threads in each of 4 ranks on 2 CPUs took several times as
-//! long.)
+//! a window shared again and again pays for its lanes once. The idle lanes of all windows of
+//! the process together are at most one per CPU: where more come back, those of the windows
+//! shared least recently are closed ([`park`]), so a program that shares many windows holds
+//! no more endpoints between its times of sharing than one window would. (With a progress
+//! thread per lane looking every millisecond, 16 threads in each of 4 ranks on 2 CPUs took
+//! several times as long.)
 
 use super::names::{atomic_op, datatype, fi_err};
 use super::span::Span;
@@ -36,10 +39,13 @@ use crate::transport::{AccOp, Accumulate, Path, notice_data, path_at};
 use onesided_fabric as fi;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 
 /// Numbers the sets of lanes, so that a thread's cache never mistakes one for another.
 static SETS: AtomicU64 = AtomicU64::new(1);
+
+/// The windows with kept lanes, the one whose lanes came back least recently first.
+static PARKED: Mutex<Vec<Weak<Kept>>> = Mutex::new(Vec::new());
 
 thread_local! {
     /// This thread's lanes, by the number of their set.
@@ -83,13 +89,14 @@ impl Kept {
         }
     }
 
+    /// The idle lanes.
+    fn idle(&self) -> MutexGuard<'_, Vec<Lane>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// An idle lane, else a new endpoint on `domain` with every rank inserted.
     fn take(&self, domain: &Arc<fi::Domain>) -> Result<Lane> {
-        let idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
+        let idle = self.idle().pop();
         if let Some(lane) = idle {
             lane.flusher.set_crowded(false);
             return Ok(lane);
@@ -460,12 +467,7 @@ impl Lanes for FabricLanes {
             };
             // The threads' caches hold the lane only weakly: this is its last holder.
             match (flushed, Arc::try_unwrap(lane)) {
-                (Ok(()), Ok(lane)) => self
-                    .kept
-                    .idle
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(lane),
+                (Ok(()), Ok(lane)) => self.kept.idle().push(lane),
                 (Err(e), _) => {
                     if first.is_ok() {
                         first = Err(e);
@@ -474,6 +476,77 @@ impl Lanes for FabricLanes {
                 (Ok(()), Err(_)) => {}
             }
         }
+        park(&self.kept, self.most);
         first
+    }
+}
+
+/// `kept`'s lanes came back: it goes last in [`PARKED`], and where the idle lanes of all
+/// windows are more than `most`, those of the windows first in it are closed (after the
+/// process-wide lock is released: closing an endpoint takes a while).
+fn park(kept: &Arc<Kept>, most: usize) {
+    let (closing, windows): (Vec<Lane>, Vec<Arc<Kept>>) = {
+        let mut order = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
+        order.retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(kept)));
+        order.push(Arc::downgrade(kept));
+        let windows: Vec<Arc<Kept>> = order.iter().filter_map(Weak::upgrade).collect();
+        let counts: Vec<usize> = windows.iter().map(|k| k.idle().len()).collect();
+        let closing = windows
+            .iter()
+            .zip(beyond(&counts, most))
+            .flat_map(|(k, n)| {
+                let mut lanes = k.idle();
+                let keep = lanes.len().saturating_sub(n);
+                lanes.split_off(keep)
+            })
+            .collect();
+        (closing, windows)
+    };
+    if !closing.is_empty() {
+        tracing::debug!(
+            closed = closing.len(),
+            "closed idle endpoints of windows shared less recently"
+        );
+    }
+    // The lanes close here, and a window freed meanwhile (whose last holder is `windows`).
+    drop((closing, windows));
+}
+
+/// How many idle lanes to close of each window, given how many each keeps (`idle`, the window
+/// shared least recently first) and the most all may keep: the earliest windows' first, until
+/// no more than `most` are left.
+fn beyond(idle: &[usize], most: usize) -> Vec<usize> {
+    let mut over = idle.iter().sum::<usize>().saturating_sub(most);
+    idle.iter()
+        .map(|&n| {
+            let close = n.min(over);
+            over -= close;
+            close
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::beyond;
+
+    #[test]
+    fn idle_lanes_within_the_most_stay() {
+        assert_eq!(beyond(&[], 4), Vec::<usize>::new());
+        assert_eq!(beyond(&[2, 2], 4), vec![0, 0]);
+        assert_eq!(beyond(&[0, 3, 1], 4), vec![0, 0, 0]);
+    }
+
+    #[test]
+    fn the_least_recently_shared_windows_lose_theirs_first() {
+        assert_eq!(beyond(&[2, 2, 2], 4), vec![2, 0, 0]);
+        assert_eq!(beyond(&[1, 2, 4], 4), vec![1, 2, 0]);
+        assert_eq!(beyond(&[3, 0, 2, 2], 2), vec![3, 0, 2, 0]);
+    }
+
+    #[test]
+    fn a_window_beyond_the_most_alone_keeps_the_most() {
+        assert_eq!(beyond(&[6], 4), vec![2]);
+        assert_eq!(beyond(&[1, 6], 4), vec![1, 2]);
     }
 }
