@@ -186,6 +186,9 @@ impl std::fmt::Debug for Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        if self.ops.is_empty() {
+            return;
+        }
         let mut st = self.core.state.borrow_mut();
         let State { ledger, stage } = &mut *st;
         for &(id, _) in &self.ops {
@@ -542,6 +545,12 @@ impl Endpoint {
         from: Remote,
         live: &dyn Fn() -> Waiting,
     ) -> Result<(), VerbsError> {
+        let c = &self.core;
+        // One work request, the common case: no ticket to allocate.
+        if !dst.is_empty() && dst.len() <= c.chunk {
+            let id = c.start(peer, Work::Read(dst.len()), from, true, true, live)?;
+            return c.settle(&[(id, dst.len())], Some(dst), live);
+        }
         let t = self.start_read(peer, dst.len(), from, live)?;
         self.finish(t, Some(dst), live)
     }
@@ -554,9 +563,10 @@ impl Endpoint {
         at: Remote,
         live: &dyn Fn() -> Waiting,
     ) -> Result<u64, VerbsError> {
-        let t = self.start_atomics(peer, &[(op, at)], live)?;
+        let c = &self.core;
+        let id = c.start(peer, Work::Atomic(op), at, true, true, live)?;
         let mut old = [0u8; 8];
-        self.finish(t, Some(&mut old), live)?;
+        c.settle(&[(id, 8)], Some(&mut old), live)?;
         Ok(u64::from_ne_bytes(old))
     }
 
@@ -622,51 +632,11 @@ impl Endpoint {
     pub fn finish(
         &self,
         mut t: Ticket,
-        mut out: Option<&mut [u8]>,
+        out: Option<&mut [u8]>,
         live: &dyn Fn() -> Waiting,
     ) -> Result<(), VerbsError> {
         let ops = std::mem::take(&mut t.ops);
-        let c = &self.core;
-        let done = c.wait(
-            "waiting for RDMA completions",
-            |st| {
-                ops.iter()
-                    .all(|&(id, _)| st.ledger.phase(id) != Phase::Flight)
-            },
-            live,
-        );
-        let mut st = c.state.borrow_mut();
-        let State { ledger, stage } = &mut *st;
-        if let Err(e) = done {
-            for &(id, _) in &ops {
-                if let Some(b) = ledger.forget(id) {
-                    stage.give(b);
-                }
-            }
-            return Err(e);
-        }
-        let mut first = Ok(());
-        let mut at = 0;
-        for (id, len) in ops {
-            let Some((phase, buf)) = ledger.take(id) else {
-                continue;
-            };
-            match (phase, &buf, out.as_deref_mut()) {
-                (Phase::Done, Some(b), Some(out)) if len > 0 => {
-                    let end = (at + len).min(out.len());
-                    stage.drain(b, &mut out[at..end]);
-                }
-                (Phase::Failed(s), _, _) if first.is_ok() => {
-                    first = Err(failed_completion("RDMA operation", s));
-                }
-                _ => {}
-            }
-            at += len;
-            if let Some(b) = buf {
-                stage.give(b);
-            }
-        }
-        first
+        self.core.settle(&ops, out, live)
     }
 
     /// Complete every operation to `peer` at `peer`: wait until its queue pair has retired
@@ -737,6 +707,57 @@ fn set_nonblocking(ctx: &Context) -> Result<(), VerbsError> {
 }
 
 impl Core {
+    /// Wait until the operations `ops` (ids and lengths) are retired, then hand what they read
+    /// to `out` in order and give back their buffers; the first failure among them is the
+    /// result. A wait that gives up forgets them.
+    fn settle(
+        &self,
+        ops: &[(u64, usize)],
+        mut out: Option<&mut [u8]>,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        let done = self.wait(
+            "waiting for RDMA completions",
+            |st| {
+                ops.iter()
+                    .all(|&(id, _)| st.ledger.phase(id) != Phase::Flight)
+            },
+            live,
+        );
+        let mut st = self.state.borrow_mut();
+        let State { ledger, stage } = &mut *st;
+        if let Err(e) = done {
+            for &(id, _) in ops {
+                if let Some(b) = ledger.forget(id) {
+                    stage.give(b);
+                }
+            }
+            return Err(e);
+        }
+        let mut first = Ok(());
+        let mut at = 0;
+        for &(id, len) in ops {
+            let Some((phase, buf)) = ledger.take(id) else {
+                continue;
+            };
+            match (phase, &buf, out.as_deref_mut()) {
+                (Phase::Done, Some(b), Some(out)) if len > 0 => {
+                    let end = (at + len).min(out.len());
+                    stage.drain(b, &mut out[at..end]);
+                }
+                (Phase::Failed(s), _, _) if first.is_ok() => {
+                    first = Err(failed_completion("RDMA operation", s));
+                }
+                _ => {}
+            }
+            at += len;
+            if let Some(b) = buf {
+                stage.give(b);
+            }
+        }
+        first
+    }
+
     /// The ready queue pair of `peer`, or why there is none.
     fn with_qp<R>(&self, peer: u32, f: impl FnOnce(&Qp) -> R) -> Result<R, VerbsError> {
         let links = self.links.borrow();
