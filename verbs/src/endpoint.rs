@@ -125,6 +125,18 @@ struct State {
     stage: Stage,
 }
 
+impl State {
+    /// Give up on the operations `ops` (ids and lengths): their outcomes go unread, and their
+    /// buffers come back once they are retired.
+    fn forget(&mut self, ops: &[(u64, usize)]) {
+        for &(id, _) in ops {
+            if let Some(b) = self.ledger.forget(id) {
+                self.stage.give(b);
+            }
+        }
+    }
+}
+
 struct Core {
     /// Queue pairs by peer (dropped first: before the buffers and queue they use).
     links: RefCell<Vec<Option<Link>>>,
@@ -187,13 +199,7 @@ impl Drop for Ticket {
         if self.ops.is_empty() {
             return;
         }
-        let mut st = self.core.state.borrow_mut();
-        let State { ledger, stage } = &mut *st;
-        for &(id, _) in &self.ops {
-            if let Some(b) = ledger.forget(id) {
-                stage.give(b);
-            }
-        }
+        self.core.state.borrow_mut().forget(&self.ops);
     }
 }
 
@@ -725,15 +731,11 @@ impl Core {
             live,
         );
         let mut st = self.state.borrow_mut();
-        let State { ledger, stage } = &mut *st;
         if let Err(e) = done {
-            for &(id, _) in ops {
-                if let Some(b) = ledger.forget(id) {
-                    stage.give(b);
-                }
-            }
+            st.forget(ops);
             return Err(e);
         }
+        let State { ledger, stage } = &mut *st;
         let mut first = Ok(());
         let mut at = 0;
         for &(id, len) in ops {
