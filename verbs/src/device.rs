@@ -104,6 +104,8 @@ pub struct DeviceInfo {
     pub max_qp_wr: u32,
     /// Entries per completion queue.
     pub max_cqe: u32,
+    /// Work requests per shared receive queue (0 where the device has none).
+    pub max_srq_wr: u32,
     /// Memory regions.
     pub max_mr: u32,
     /// Bytes per memory region.
@@ -330,6 +332,10 @@ impl Context {
             max_qp: attr.max_qp.max(0) as u32,
             max_qp_wr: attr.max_qp_wr.max(0) as u32,
             max_cqe: attr.max_cqe.max(0) as u32,
+            max_srq_wr: match attr.max_srq {
+                0 => 0,
+                _ => attr.max_srq_wr.max(0) as u32,
+            },
             max_mr: attr.max_mr.max(0) as u32,
             max_mr_size: attr.max_mr_size,
             max_sge: attr.max_sge.max(0) as u32,

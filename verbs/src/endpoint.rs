@@ -18,7 +18,7 @@
 use crate::device::{Context, LinkLayer, choose_gid};
 use crate::error::VerbsError;
 use crate::library::failed_completion;
-use crate::queue::{Channel, Connect, Cq, Pd, PortAddress, Qp};
+use crate::queue::{Channel, Connect, Cq, Pd, PortAddress, Qp, Srq};
 use crate::region::Region;
 use crate::stage::{Buf, Stage};
 use crate::sys;
@@ -30,10 +30,12 @@ use std::time::{Duration, Instant};
 
 /// Send queue entries per queue pair (at most; the device may grant fewer).
 const DEPTH: u32 = 128;
-/// Receive entries kept posted per queue pair, each taken by one of the peer's writes with
-/// immediate data ([`Endpoint::write_notify`]) until a poll here posts it again.
-const RECEIVES: u32 = 16;
-/// The flag of a receive's work request id (the ledger's ids never have it); the peer below.
+/// Receive entries kept posted in the endpoint's shared receive queue, each taken by a write
+/// with immediate data of any peer ([`Endpoint::write_notify`], [`Endpoint::wake`]) until a
+/// poll here posts it again; at most half the completion queue, which holds their completions
+/// beside the sends'.
+const RECEIVES: u32 = 4096;
+/// The work request id of a receive (the ledger's ids never have this bit).
 const RECEIVE: u64 = 1 << 63;
 /// Completion queue entries (at most the device's limit).
 const CQ_ENTRIES: u32 = 8192;
@@ -138,8 +140,11 @@ impl State {
 }
 
 struct Core {
-    /// Queue pairs by peer (dropped first: before the buffers and queue they use).
+    /// Queue pairs by peer (dropped first: before the buffers and queues they use).
     links: RefCell<Vec<Option<Link>>>,
+    /// The receives of every queue pair, [`RECEIVES`] of them posted; `None` where the device
+    /// has no shared receive queues (then no peer's write carries immediate data here).
+    srq: Option<Srq>,
     state: RefCell<State>,
     cq: Cq,
     /// What a thread sleeps on until the queue gets an entry (after the queue: destroyed
@@ -156,9 +161,6 @@ struct Core {
     inline: std::cell::Cell<u32>,
     rd_atomic: u8,
     atomics: bool,
-    /// Receive entries per queue pair: [`RECEIVES`] while the completion queue has room for
-    /// them beside the sends (for up to `cq.size / 2 / RECEIVES` peers), 0 past that.
-    receives: u32,
     /// What the immediate data of a peer's write goes to ([`Endpoint::on_remote_data`]).
     remote: RefCell<Option<RemoteData>>,
 }
@@ -271,11 +273,19 @@ impl Endpoint {
         let pd = Pd::alloc(ctx.clone())?;
         let channel = Channel::create(ctx.clone());
         let cq = Cq::create(ctx.clone(), CQ_ENTRIES.min(info.max_cqe), channel.as_ref())?;
+        let receives = RECEIVES.min(cq.size / 2).min(info.max_srq_wr);
+        let srq = (receives > 0)
+            .then(|| Srq::create(pd.clone(), receives))
+            .flatten();
+        if let Some(srq) = &srq {
+            (0..srq.depth).try_for_each(|_| srq.post_receive(RECEIVE))?;
+        }
         let stage = Stage::new(pd.clone())?;
         let rd_atomic = RD_ATOMIC.min(info.max_qp_rd_atom).min(255) as u8;
         Ok(Endpoint {
             core: Rc::new(Core {
                 links: RefCell::new(Vec::new()),
+                srq,
                 state: RefCell::new(State {
                     ledger: Ledger::new(),
                     stage,
@@ -295,7 +305,6 @@ impl Endpoint {
                 inline: std::cell::Cell::new(INLINE),
                 rd_atomic: rd_atomic.max(1),
                 atomics: info.has_atomics(),
-                receives: RECEIVES.min(info.max_qp_wr.max(1)),
                 remote: RefCell::new(None),
                 ctx,
             }),
@@ -346,16 +355,12 @@ impl Endpoint {
         )
     }
 
-    /// Whether `peer`'s writes with immediate data find receives posted here: for peers up to
-    /// the completion queue's room ([`Endpoint::write_notify`]).
-    pub fn takes_remote_data(&self, peer: u32) -> bool {
-        self.receives_for(peer) > 0
-    }
-
-    fn receives_for(&self, peer: u32) -> u32 {
-        let c = &self.core;
-        let room = c.cq.size / 2 / c.receives.max(1);
-        if peer < room { c.receives } else { 0 }
+    /// How many of the peers' writes with immediate data ([`Endpoint::write_notify`]) this
+    /// endpoint takes, from all of them together, while it polls nothing: the entries of its
+    /// shared receive queue. 0 where the device has no shared receive queues: then no peer's
+    /// write carries immediate data here.
+    pub fn remote_data_room(&self) -> u32 {
+        self.core.srq.as_ref().map_or(0, |srq| srq.depth)
     }
 
     /// Hand the immediate data of every peer's [`Endpoint::write_notify`] to `handle`, when a
@@ -373,13 +378,9 @@ impl Endpoint {
     /// A queue pair for `peer`, ready to be connected: its number, which the peer connects to.
     pub fn prepare(&self, peer: u32) -> Result<u32, VerbsError> {
         let c = &self.core;
-        let receives = self.receives_for(peer);
-        let qp = Qp::create(c.pd.clone(), &c.cq, c.depth, receives, c.inline.get())?;
+        let qp = Qp::create(c.pd.clone(), &c.cq, c.depth, c.srq.as_ref(), c.inline.get())?;
         c.inline.set(qp.max_inline);
         qp.init(c.port)?;
-        for _ in 0..receives {
-            qp.post_receive(RECEIVE | u64::from(peer))?;
-        }
         let num = qp.num();
         let mut links = c.links.borrow_mut();
         let i = peer as usize;
@@ -416,6 +417,11 @@ impl Endpoint {
     }
 
     /// Drop `peer`'s queue pair, connected or not (a connection that failed on some rank).
+    ///
+    /// The queue pair goes to ERR, so that it takes nothing more from the shared receive
+    /// queue, and the completion queue is polled before it is destroyed: destroying a queue
+    /// pair removes its completions still in the queue (mlx5 does), and the receives those
+    /// had taken would never be posted again.
     pub fn disconnect(&self, peer: u32) {
         let link = self
             .core
@@ -425,6 +431,8 @@ impl Endpoint {
             .and_then(Option::take);
         if let Some(link) = link {
             link.qp().fail();
+            // An error here is the device's, and the next wait reports it.
+            let _ = self.core.drain();
             let mut st = self.core.state.borrow_mut();
             let State { ledger, stage } = &mut *st;
             ledger.break_queue(peer, FLUSHED, |b| stage.give(b));
@@ -452,11 +460,12 @@ impl Endpoint {
 
     /// [`Endpoint::write`] as one write that carries `imm` to `peer`'s completion queue, where
     /// its handler ([`Endpoint::on_remote_data`]) gets it once the bytes are in its memory
-    /// (the queue pair places a write's data before its completion). For a peer that
-    /// [`Endpoint::takes_remote_data`], `src` of one work request and `imm` other than 0,
-    /// which [`Endpoint::wake`] carries (EINVAL otherwise). A
-    /// peer that does not poll while more than its posted receives arrive holds later writes
-    /// back (the device retries them) until it does.
+    /// (the queue pair places a write's data before its completion). For a peer whose
+    /// [`Endpoint::remote_data_room`] is not 0, `src` of one work request and `imm` other than 0,
+    /// which [`Endpoint::wake`] carries (EINVAL otherwise). A peer that does not poll while
+    /// more writes with immediate data arrive, from all its peers together, than its room
+    /// (4096 where the device allows) holds later ones back (the device retries them) until it
+    /// does.
     pub fn write_notify(
         &self,
         peer: u32,
@@ -484,8 +493,8 @@ impl Endpoint {
 
     /// Wake `peer` if it sleeps in [`Endpoint::sleep`]: a zero-length write with immediate
     /// data, behind this side's earlier work to `peer` (which its queue pair executes first).
-    /// `probe`: memory of `peer`'s that is registered. For a peer that
-    /// [`Endpoint::takes_remote_data`]. Left in flight, signalled: this side's next poll
+    /// `probe`: memory of `peer`'s that is registered. For a peer whose
+    /// [`Endpoint::remote_data_room`] is not 0. Left in flight, signalled: this side's next poll
     /// retires it, so that a flush after it has nothing to wait for.
     pub fn wake(
         &self,
@@ -925,25 +934,19 @@ impl Core {
     }
 
     /// A receive completed: a peer's write with immediate data is in memory here; hand its
-    /// data over and post the receive again. One flushed by a queue pair that broke or is
-    /// being destroyed is only dropped.
+    /// data over and post the receive again. One that a queue pair which broke had taken comes
+    /// back flushed: only posted again.
     fn received(&self, wc: &sys::ibv_wc) -> Result<(), VerbsError> {
-        if wc.status != sys::IBV_WC_SUCCESS {
-            return Ok(());
-        }
-        if wc.opcode == sys::IBV_WC_RECV_RDMA_WITH_IMM {
+        if wc.status == sys::IBV_WC_SUCCESS && wc.opcode == sys::IBV_WC_RECV_RDMA_WITH_IMM {
             // SAFETY: a completion of RECV_RDMA_WITH_IMM holds the immediate data in the union.
             let imm = u32::from_be(unsafe { wc.__bindgen_anon_1.imm_data });
             if let (false, Some(handle)) = (imm == WAKE, self.remote.borrow().as_ref()) {
                 handle(imm);
             }
         }
-        let peer = (wc.wr_id & !RECEIVE) as u32;
-        // A queue pair dropped meanwhile needs no receive.
-        match self.with_qp(peer, |qp| qp.post_receive(wc.wr_id)) {
-            Ok(posted) => posted,
-            Err(_) => Ok(()),
-        }
+        self.srq
+            .as_ref()
+            .map_or(Ok(()), |srq| srq.post_receive(RECEIVE))
     }
 
     /// Poll until `done` holds; every [`CHECK_EVERY`], look at the device's async events and
@@ -983,6 +986,14 @@ impl Core {
 
     /// Read the device's pending async events: a queue pair the device reports broken fails
     /// its outstanding work.
+    ///
+    /// This is the only reader of the context's async events, and it acknowledges each one
+    /// before it returns. That is what keeps `ibv_destroy_qp` and `ibv_destroy_srq` from
+    /// waiting: they wait until every event of their object that was read has been
+    /// acknowledged (the kernel counts an event as reported when it is read, and drops the
+    /// unread ones of an object it destroys). Events such as IBV_EVENT_QP_LAST_WQE_REACHED,
+    /// which HCAs raise when a queue pair attached to a shared receive queue enters ERR, are
+    /// acknowledged and otherwise ignored.
     fn events(&self) {
         let lib = self.ctx.lib;
         loop {

@@ -9,7 +9,8 @@
 //! - [`devices`]: what each device and port offers ([`DeviceInfo`], as `ibv_devinfo -v`), for
 //!   `onesided info` and for choosing; [`choose_gid`] picks the GID a RoCE port is addressed by.
 //! - [`Endpoint`]: one port of one device, a completion queue, a reliable-connected queue pair
-//!   per peer ([`Endpoint::prepare`], [`Endpoint::connect`]), staging buffers, and the
+//!   per peer ([`Endpoint::prepare`], [`Endpoint::connect`]), a shared receive queue for the
+//!   peers' writes with immediate data, staging buffers, and the
 //!   operations: RDMA write (inline where it fits), read, the NIC's 8-byte fetch-and-add and
 //!   compare-and-swap, their request forms ([`Ticket`]) and per-peer flush; and a sleep on the
 //!   completion channel until a completion arrives, which a peer's [`Endpoint::wake`] brings.

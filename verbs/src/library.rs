@@ -61,6 +61,9 @@ pub(crate) struct Library {
     pub(crate) modify_qp:
         unsafe extern "C" fn(*mut sys::ibv_qp, *mut sys::ibv_qp_attr, c_int) -> c_int,
     pub(crate) destroy_qp: unsafe extern "C" fn(*mut sys::ibv_qp) -> c_int,
+    pub(crate) create_srq:
+        unsafe extern "C" fn(*mut sys::ibv_pd, *mut sys::ibv_srq_init_attr) -> *mut sys::ibv_srq,
+    pub(crate) destroy_srq: unsafe extern "C" fn(*mut sys::ibv_srq) -> c_int,
     pub(crate) get_async_event:
         unsafe extern "C" fn(*mut sys::ibv_context, *mut sys::ibv_async_event) -> c_int,
     pub(crate) ack_async_event: unsafe extern "C" fn(*mut sys::ibv_async_event),
@@ -134,6 +137,8 @@ fn resolve(handle: *mut c_void) -> Result<Library, String> {
             create_qp: symbol(handle, c"ibv_create_qp")?,
             modify_qp: symbol(handle, c"ibv_modify_qp")?,
             destroy_qp: symbol(handle, c"ibv_destroy_qp")?,
+            create_srq: symbol(handle, c"ibv_create_srq")?,
+            destroy_srq: symbol(handle, c"ibv_destroy_srq")?,
             get_async_event: symbol(handle, c"ibv_get_async_event")?,
             ack_async_event: symbol(handle, c"ibv_ack_async_event")?,
             wc_status_str: symbol(handle, c"ibv_wc_status_str")?,

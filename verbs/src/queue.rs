@@ -1,7 +1,7 @@
 //! The verbs objects an endpoint is made of, each closed on drop after what depends on it: a
 //! protection domain ([`Pd`]), a completion channel ([`Channel`]) and the completion queue
-//! ([`Cq`]) it reports on, and reliable-connected queue pairs ([`Qp`]) with their state changes
-//! (RESET, INIT, RTR, RTS, ERR).
+//! ([`Cq`]) it reports on, a shared receive queue ([`Srq`]), and reliable-connected queue
+//! pairs ([`Qp`]) with their state changes (RESET, INIT, RTR, RTS, ERR).
 
 use crate::device::{Context, mtu_of};
 use crate::error::VerbsError;
@@ -185,9 +185,74 @@ pub struct PortAddress {
     pub mtu: u32,
 }
 
+/// A shared receive queue of entries without buffers: each is consumed by a write with
+/// immediate data of the peer of any queue pair attached to it, whose completion reports the
+/// immediate data here.
+pub(crate) struct Srq {
+    pd: Rc<Pd>,
+    raw: *mut sys::ibv_srq,
+    /// Entries it holds.
+    pub(crate) depth: u32,
+}
+
+impl Srq {
+    /// A shared receive queue of up to `depth` entries (fewer where the device grants fewer),
+    /// empty; `None` where the device makes none (it has no shared receive queues).
+    pub(crate) fn create(pd: Rc<Pd>, depth: u32) -> Option<Srq> {
+        let mut attr = sys::ibv_srq_init_attr {
+            attr: sys::ibv_srq_attr {
+                max_wr: depth,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+            ..Default::default()
+        };
+        // SAFETY: `pd.raw` is a live domain; the call writes the capacity granted into `attr`.
+        let raw = unsafe { (pd.ctx.lib.create_srq)(pd.raw, &mut attr) };
+        if raw.is_null() {
+            return None;
+        }
+        Some(Srq {
+            pd,
+            raw,
+            depth: attr.attr.max_wr.min(depth),
+        })
+    }
+
+    /// Post one entry, whose completion carries `wr_id`.
+    pub(crate) fn post_receive(&self, wr_id: u64) -> Result<(), VerbsError> {
+        let mut wr = sys::ibv_recv_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: std::ptr::null_mut(),
+            num_sge: 0,
+        };
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: `raw` is a live shared receive queue whose context's operation table has
+        // `post_srq_recv` (what the inline `ibv_post_srq_recv` calls); the request names no
+        // memory.
+        let rc = unsafe {
+            let post = (*self.pd.ctx.raw).ops.post_srq_recv.unwrap_unchecked();
+            post(self.raw, &mut wr, &mut bad)
+        };
+        if rc != 0 {
+            return Err(VerbsError::new("ibv_post_srq_recv", rc));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Srq {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_srq and destroyed once, after the queue pairs attached
+        // to it (the endpoint's field order); its domain outlives it through `pd`. It does not
+        // block, as a queue pair's destroy does not.
+        unsafe { (self.pd.ctx.lib.destroy_srq)(self.raw) };
+    }
+}
+
 /// A reliable-connected queue pair. Its send queue carries RDMA writes, reads and atomics; its
-/// receive queue holds entries without buffers, each consumed by a peer's write with immediate
-/// data, which reports the immediate data in its completion here.
+/// receives come from the endpoint's shared receive queue, where it has one.
 pub(crate) struct Qp {
     pd: Rc<Pd>,
     pub(crate) raw: *mut sys::ibv_qp,
@@ -198,13 +263,14 @@ pub(crate) struct Qp {
 }
 
 impl Qp {
-    /// A queue pair in RESET of `depth` send entries and `receives` receive entries on `cq`,
-    /// with `inline` bytes of inline data or the most the device allows below it.
+    /// A queue pair in RESET of `depth` send entries on `cq`, taking its receives from `srq`
+    /// (none without), with `inline` bytes of inline data or the most the device allows below
+    /// it.
     pub(crate) fn create(
         pd: Rc<Pd>,
         cq: &Cq,
         depth: u32,
-        receives: u32,
+        srq: Option<&Srq>,
         inline: u32,
     ) -> Result<Qp, VerbsError> {
         let mut tried = inline;
@@ -212,19 +278,21 @@ impl Qp {
             let mut attr = sys::ibv_qp_init_attr {
                 send_cq: cq.raw,
                 recv_cq: cq.raw,
+                srq: srq.map_or(std::ptr::null_mut(), |s| s.raw),
                 cap: sys::ibv_qp_cap {
                     max_send_wr: depth,
-                    max_recv_wr: receives.max(1),
+                    max_recv_wr: u32::from(srq.is_none()),
                     max_send_sge: 1,
-                    max_recv_sge: 1,
+                    max_recv_sge: u32::from(srq.is_none()),
                     max_inline_data: tried,
                 },
                 qp_type: sys::IBV_QPT_RC,
                 sq_sig_all: 0,
                 ..Default::default()
             };
-            // SAFETY: `pd.raw` is a live domain and `attr` names a live completion queue; the
-            // call writes the capabilities granted back into `attr`.
+            // SAFETY: `pd.raw` is a live domain and `attr` names a live completion queue and,
+            // where given, a live shared receive queue of the same domain; the call writes the
+            // capabilities granted back into `attr`.
             let raw = unsafe { (pd.ctx.lib.create_qp)(pd.raw, &mut attr) };
             if !raw.is_null() {
                 return Ok(Qp {
@@ -353,35 +421,14 @@ impl Qp {
         }
         Ok(())
     }
-
-    /// Post one receive without a buffer, for a peer's write with immediate data, whose
-    /// completion carries `wr_id`.
-    pub(crate) fn post_receive(&self, wr_id: u64) -> Result<(), VerbsError> {
-        let mut wr = sys::ibv_recv_wr {
-            wr_id,
-            next: std::ptr::null_mut(),
-            sg_list: std::ptr::null_mut(),
-            num_sge: 0,
-        };
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: `raw` is a live queue pair whose context's operation table has `post_recv`
-        // (what the inline `ibv_post_recv` calls); the request names no memory.
-        let rc = unsafe {
-            let post = (*self.pd.ctx.raw).ops.post_recv.unwrap_unchecked();
-            post(self.raw, &mut wr, &mut bad)
-        };
-        if rc != 0 {
-            return Err(VerbsError::new("ibv_post_recv", rc));
-        }
-        Ok(())
-    }
 }
 
 impl Drop for Qp {
     fn drop(&mut self) {
         // SAFETY: created by ibv_create_qp and destroyed once; its domain (and through it the
         // context) outlives it through `pd`, its completion queue through the endpoint's field
-        // order.
+        // order. It does not block: every async event read is acknowledged at once (the
+        // endpoint's `events`).
         unsafe { (self.pd.ctx.lib.destroy_qp)(self.raw) };
     }
 }

@@ -1,8 +1,9 @@
 //! The endpoint against itself over a real verbs device: a queue pair connected to itself,
 //! RDMA writes (inline, staged, large), reads, the NIC's atomics one at a time and in flight
 //! together, flushes, a request dropped unfinished, a bad remote key breaking the queue
-//! pair with an error that is not a peer failure, writes with immediate data, and a sleep on
-//! the completion channel that a wake ends.
+//! pair with an error that is not a peer failure, writes with immediate data (also a thousand
+//! to a second endpoint that polls nothing meanwhile), and a sleep on the completion channel
+//! that a wake ends.
 //!
 //! It needs a verbs device with an active port: software RoCE in the guest of `rxe/run.sh`
 //! (CI runs it there; `ONESIDED_RXE=1`, set in the guest, makes a missing device a failure).
@@ -172,7 +173,7 @@ mod on_a_device {
         let Some((ep, mem, win)) = open(1 << 20) else {
             return;
         };
-        assert!(ep.takes_remote_data(PEER));
+        assert!(ep.remote_data_room() > 0);
         let seen: std::rc::Rc<std::cell::RefCell<Vec<(u32, bool)>>> = Default::default();
         {
             let (seen, mem) = (seen.clone(), mem.clone());
@@ -201,6 +202,111 @@ mod on_a_device {
         }
         assert_eq!(*seen.borrow(), want);
         ep.flush(PEER, win, &poll).unwrap();
+    }
+
+    /// A second endpoint of the device, connected to `target` (which knows it as `peer`).
+    fn origin_of(target: &Endpoint, peer: u32) -> Endpoint {
+        let origin = Endpoint::open(&Request::default()).expect("another endpoint");
+        let (to_origin, to_target) = (target.prepare(peer).unwrap(), origin.prepare(PEER).unwrap());
+        target.connect(peer, origin.address(), to_target).unwrap();
+        origin.connect(PEER, target.address(), to_origin).unwrap();
+        origin
+    }
+
+    type Handed = std::rc::Rc<std::cell::RefCell<Vec<u32>>>;
+
+    /// What `target`'s handler is handed, in order.
+    fn handed_at(target: &Endpoint) -> Handed {
+        let handed: Handed = Default::default();
+        let h = handed.clone();
+        target
+            .on_remote_data(Box::new(move |imm| h.borrow_mut().push(imm)))
+            .unwrap();
+        handed
+    }
+
+    /// Go on for `secs` seconds, then give up.
+    fn for_secs(secs: u64) -> impl Fn() -> Waiting {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        move || match std::time::Instant::now() < deadline {
+            true => Waiting::Poll,
+            false => Waiting::GiveUp,
+        }
+    }
+
+    /// A notified write of each of `imms` (the value itself, at `off` of `win`) from `origin`,
+    /// then a flush: all complete while the target polls nothing.
+    fn notify_and_flush(
+        origin: &Endpoint,
+        imms: std::ops::Range<u32>,
+        win: Remote,
+        off: usize,
+        live: &dyn Fn() -> Waiting,
+    ) {
+        for imm in imms {
+            origin
+                .write_notify(PEER, &imm.to_le_bytes(), at(win, off), imm, live)
+                .unwrap_or_else(|e| panic!("notified write {imm}: {e}"));
+        }
+        origin
+            .flush(PEER, win, live)
+            .expect("the writes complete while the target makes no call");
+    }
+
+    /// Poll `target` until `handed` holds `n` values.
+    fn poll_until(target: &Endpoint, handed: &Handed, n: usize, live: &dyn Fn() -> Waiting) {
+        while handed.borrow().len() < n {
+            assert!(
+                live() == Waiting::Poll,
+                "{} handed over",
+                handed.borrow().len()
+            );
+            target.progress().unwrap();
+        }
+    }
+
+    /// Writes with immediate data to a peer that makes no call meanwhile: two endpoints of one
+    /// device, connected to each other; 1000 notified writes of one to the other complete and
+    /// flush while the other polls nothing (its shared receive queue holds an entry for each),
+    /// and its first polls after hand every one over, in order.
+    #[test]
+    fn a_peer_that_makes_no_call_takes_a_thousand_notified_writes() {
+        let Some((target, mem, win)) = open(4096) else {
+            return;
+        };
+        let origin = origin_of(&target, 1);
+        let handed = handed_at(&target);
+        let live = for_secs(30);
+        notify_and_flush(&origin, 1..1001, win, 8, &live);
+        assert!(handed.borrow().is_empty(), "nothing polled the target yet");
+        assert_eq!(mem.to_vec(8, 4).unwrap(), 1000u32.to_le_bytes());
+        poll_until(&target, &handed, 1000, &live);
+        assert_eq!(*handed.borrow(), (1..1001).collect::<Vec<u32>>());
+    }
+
+    /// A peer dropped with notified writes of its own not yet polled, then another peer's: the
+    /// target's disconnect hands the first peer's over, and the second's fill the whole shared
+    /// receive queue again while the target polls nothing (no receive was lost with the queue
+    /// pair).
+    #[test]
+    fn a_disconnect_hands_over_what_came_and_loses_no_receive() {
+        let Some((target, mem, win)) = open(4096) else {
+            return;
+        };
+        let room = target.remote_data_room();
+        assert!(room > 0);
+        let (dropped, kept) = (origin_of(&target, 1), origin_of(&target, 2));
+        let handed = handed_at(&target);
+        let live = for_secs(60);
+        notify_and_flush(&dropped, 1..101, win, 8, &live);
+        assert!(handed.borrow().is_empty(), "nothing polled the target yet");
+        target.disconnect(1);
+        assert_eq!(*handed.borrow(), (1..101).collect::<Vec<u32>>());
+        let more = 1000..1000 + room;
+        notify_and_flush(&kept, more.clone(), win, 16, &live);
+        assert_eq!(mem.to_vec(16, 4).unwrap(), (999 + room).to_le_bytes());
+        poll_until(&target, &handed, (100 + room) as usize, &live);
+        assert_eq!(handed.borrow()[100..], more.collect::<Vec<u32>>());
     }
 
     /// A sleep on the completion channel: with nothing coming it lasts its timeout and says
