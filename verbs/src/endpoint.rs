@@ -25,6 +25,7 @@ use crate::sys;
 use crate::track::{FLUSHED, Ledger, Phase};
 use onesided_shm::Mem;
 use std::cell::RefCell;
+use std::mem::MaybeUninit;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,8 @@ const DEPTH: u32 = 128;
 const RECEIVES: u32 = 4096;
 /// The work request id of a receive (the ledger's ids never have this bit).
 const RECEIVE: u64 = 1 << 63;
+/// Completions read from the queue at once.
+const BATCH: usize = 16;
 /// Completion queue entries (at most the device's limit).
 const CQ_ENTRIES: u32 = 8192;
 /// The immediate data of [`Endpoint::wake`], which no notification carries: it wakes a
@@ -690,6 +693,14 @@ impl Endpoint {
         }
     }
 
+    /// Whether a flush of `peer` has nothing to do: no operation to it is in flight and its
+    /// queue pair is not broken. One look, where [`Endpoint::flush`] needs a probe address.
+    #[inline]
+    pub fn idle(&self, peer: u32) -> bool {
+        let st = self.core.state.borrow();
+        st.ledger.queued(peer) == 0 && st.ledger.broken(peer).is_none()
+    }
+
     /// Retire what has completed (a call while nothing is waited for).
     pub fn progress(&self) -> Result<(), VerbsError> {
         self.core.drain().map(drop)
@@ -901,10 +912,11 @@ impl Core {
 
     /// Poll the completion queue until it is empty, retiring what completed; how many.
     fn drain(&self) -> Result<usize, VerbsError> {
-        let mut wcs = [sys::ibv_wc::default(); 16];
+        let mut room = [MaybeUninit::<sys::ibv_wc>::uninit(); BATCH];
         let mut retired = 0;
         loop {
-            let n = self.cq.poll(&mut wcs)?;
+            let wcs = self.cq.poll(&mut room)?;
+            let n = wcs.len();
             retired += n;
             if n == 0 {
                 return Ok(retired);
@@ -912,7 +924,7 @@ impl Core {
             let mut st = self.state.borrow_mut();
             let State { ledger, stage } = &mut *st;
             let mut received = false;
-            for wc in &wcs[..n] {
+            for wc in wcs {
                 let status = (wc.status != sys::IBV_WC_SUCCESS).then_some(wc.status);
                 if wc.wr_id & RECEIVE != 0 {
                     received = true;
@@ -922,12 +934,11 @@ impl Core {
             }
             drop(st);
             if received {
-                wcs[..n]
-                    .iter()
+                wcs.iter()
                     .filter(|wc| wc.wr_id & RECEIVE != 0)
                     .try_for_each(|wc| self.received(wc))?;
             }
-            if n < wcs.len() {
+            if n < BATCH {
                 return Ok(retired);
             }
         }

@@ -58,12 +58,18 @@ impl Stage {
 
     /// A buffer of at least `len` bytes: a slot where `len` fits one and one is free, else a
     /// large buffer (a kept one, or a new registration).
+    #[inline]
     pub(crate) fn take(&mut self, len: usize) -> Result<Buf, VerbsError> {
         if len <= SLOT
             && let Some(i) = self.free.pop()
         {
             return Ok(Buf::Slot(i));
         }
+        self.take_big(len)
+    }
+
+    #[inline(never)]
+    fn take_big(&mut self, len: usize) -> Result<Buf, VerbsError> {
         if let Some(i) = self.kept.iter().position(|b| b.mem.len() >= len) {
             return Ok(Buf::Big(self.kept.swap_remove(i)));
         }
@@ -76,18 +82,22 @@ impl Stage {
     }
 
     /// A buffer back, for reuse.
+    #[inline]
     pub(crate) fn give(&mut self, buf: Buf) {
         match buf {
             Buf::Slot(i) => self.free.push(i),
-            Buf::Big(b) => {
-                self.kept.push(b);
-                self.kept.sort_by_key(|b| b.mem.len());
-                while self.kept.len() > KEEP
-                    || self.kept.iter().map(|b| b.mem.len()).sum::<usize>() > KEEP_BYTES
-                {
-                    self.kept.remove(0);
-                }
-            }
+            Buf::Big(b) => self.keep(b),
+        }
+    }
+
+    #[inline(never)]
+    fn keep(&mut self, b: Big) {
+        self.kept.push(b);
+        self.kept.sort_by_key(|b| b.mem.len());
+        while self.kept.len() > KEEP
+            || self.kept.iter().map(|b| b.mem.len()).sum::<usize>() > KEEP_BYTES
+        {
+            self.kept.remove(0);
         }
     }
 
@@ -100,31 +110,33 @@ impl Stage {
         }
     }
 
-    /// The memory of `buf`, `len` bytes from its start.
+    /// The memory `buf` lies in and its offset there, for `len` bytes from its start (a view of
+    /// its own would cost a reference count on every copy).
     #[inline]
-    fn mem(&self, buf: &Buf, len: usize) -> Mem<'static> {
-        let (whole, off) = match buf {
-            Buf::Slot(i) => (&self.arena, *i as usize * SLOT),
-            Buf::Big(b) => (&b.mem, 0),
+    fn place<'s>(&'s self, buf: &'s Buf, len: usize) -> (&'s Mem<'static>, usize) {
+        let (whole, off, room) = match buf {
+            Buf::Slot(i) => (&self.arena, *i as usize * SLOT, SLOT),
+            Buf::Big(b) => (&b.mem, 0, b.mem.len()),
         };
-        whole
-            .sub(off, len)
-            .expect("a staging buffer holds what it was taken for")
+        assert!(len <= room, "a staging buffer holds what it was taken for");
+        (whole, off)
     }
 
     /// Copy `src` into `buf`.
     #[inline]
     pub(crate) fn fill(&self, buf: &Buf, src: &[u8]) {
-        self.mem(buf, src.len())
-            .write(0, src)
+        let (whole, off) = self.place(buf, src.len());
+        whole
+            .write(off, src)
             .expect("a staging buffer holds what it was taken for");
     }
 
     /// Copy the first `dst.len()` bytes of `buf` out.
     #[inline]
     pub(crate) fn drain(&self, buf: &Buf, dst: &mut [u8]) {
-        self.mem(buf, dst.len())
-            .read(0, dst)
+        let (whole, off) = self.place(buf, dst.len());
+        whole
+            .read(off, dst)
             .expect("a staging buffer holds what it was taken for");
     }
 }

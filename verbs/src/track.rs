@@ -176,10 +176,12 @@ impl<B> Ledger<B> {
         let Some(index) = self.live(wr_id) else {
             return; // a flushed request of an operation already failed and released
         };
-        let q = self.ops[index as usize].queue as usize;
-        if !self.queues[q].order.contains(&index) {
+        let op = &self.ops[index as usize];
+        // A live operation is on its queue's list exactly while it is in flight.
+        if op.phase != Phase::Flight {
             return;
         }
+        let q = op.queue as usize;
         while let Some(i) = self.queues[q].order.pop_front() {
             self.outstanding -= 1;
             let phase = match (i == index, status) {

@@ -609,6 +609,10 @@ impl Transport for VerbsTransport<'_> {
     }
 
     fn flush(&self, target: usize) -> Result<()> {
+        // After a get or an atomic (each waited for) there is nothing to complete.
+        if self.ep.idle(self.target(target)?.peer) {
+            return Ok(());
+        }
         let (peer, probe) = self.at(target, Space::Control, 0, 0)?;
         self.ep
             .flush(peer, probe, &|| self.alive(target))
