@@ -237,15 +237,19 @@ impl World {
             if config.transport_choice() != crate::config::TransportChoice::Verbs {
                 crate::transport::fabric::presets::apply();
             }
-            // Where the fabric serves every window, its start-up overlaps the rest of this one.
-            let mut fabric_start = crate::transport::which::start_fabric(&config, None);
             onesided_shm::process::allow_ptrace_from_any()
                 .map_err(|e| Error::os("allowing sibling ranks cross-memory attach", e))?;
             let machine = this_machine();
             let node = this_node(&machine);
             let pid = std::process::id();
             let liveness = Arc::new(Liveness::new());
-            let Some(pm) = pm::join(config.requested_process_manager(), &liveness)? else {
+            let joined = pm::join(config.requested_process_manager(), &liveness)?;
+            // Where the fabric serves every window, its start-up overlaps the rest of this one.
+            // Not before joining: a process manager's client may set environment variables as
+            // it starts (PMIx_Init does), and libfabric reads its own with getenv on the start-up
+            // thread; the two at once crashed a rank in getenv under srun's PMIx.
+            let mut fabric_start = crate::transport::which::start_fabric(&config, None);
+            let Some(pm) = joined else {
                 crate::log::set_rank(0);
                 tracing::debug!(pid, node, "no process manager: a world of one rank");
                 let tag = crate::boot::to_hex(&crate::boot::random::<4>()?);

@@ -1,6 +1,9 @@
 //! libfabric's start-up, begun by `World::init` on a thread of its own where this rank's windows
 //! will use the fabric, so that it overlaps the rest of the job's start and whatever the program
-//! does before its first window instead of adding to that window.
+//! does before its first window instead of adding to that window. It begins once the rank has
+//! joined its process manager: libfabric reads its variables with `getenv`, and a process
+//! manager's client may set variables as it starts (PMIx_Init does), which `getenv` on another
+//! thread does not survive.
 //!
 //! Loading Debian's libfabric 1.17 and its first `fi_getinfo` cost each process about 0.3 s
 //! here (`compare/first-window.md`): the library's dependencies calibrate a clock for 2 x 100 ms
