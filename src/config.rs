@@ -16,6 +16,7 @@
 //! | `ONESIDED_FABRIC_THREADS` | `endpoints` (default), `window` | how the threads of a shared window (`Window::share`) put, get and run NIC atomics over the fabric: each through an endpoint of its own, opened at its first such call, or every call through the window's thread, one at a time |
 //! | `ONESIDED_VERBS_DEVICE` | a verbs device, optionally with its port (`mlx5_0`, `rxe0:1`) | the device and port the direct verbs transport uses; unset: the first device with an active port |
 //! | `ONESIDED_VERBS_GID_INDEX` | a GID table index | the GID queue pairs are addressed by; unset: on Ethernet (RoCE) a RoCE v2 GID holding an IPv4 address, else the first RoCE v2 one; on InfiniBand, none (LIDs) |
+//! | `ONESIDED_VERBS_LANES` | a number from 0 to 64 | the lanes of each direct verbs endpoint of a process whose world was made at `ThreadLevel::Multiple`: endpoints of their own through which the threads of a shared window (`Window::share`) put, get and run NIC atomics side by side, each with a queue pair to every peer; unset: one per CPU the process may use, at most 8, and fewer where the world is large (at most 4096 queue pairs of lanes per process); under other thread levels none |
 //! | `ONESIDED_PM` | `onesided`, `pmix`, `pmi`, `singleton` | the process manager; unset: detected (see [`ProcessManager`]) |
 //! | `ONESIDED_FAILURE_TIMEOUT` | seconds, 1 to 3600 (default 10) | how long a rank on another node may be silent (its host gone without closing its connections) before waits on it end with MPI_ERR_PROC_FAILED; a process that dies is noticed at once |
 
@@ -39,6 +40,10 @@ pub const ENV_THREADS: &str = "ONESIDED_FABRIC_THREADS";
 pub const ENV_VERBS_DEVICE: &str = "ONESIDED_VERBS_DEVICE";
 /// `ONESIDED_VERBS_GID_INDEX`.
 pub const ENV_VERBS_GID_INDEX: &str = "ONESIDED_VERBS_GID_INDEX";
+/// `ONESIDED_VERBS_LANES`.
+pub const ENV_VERBS_LANES: &str = "ONESIDED_VERBS_LANES";
+/// The most lanes `ONESIDED_VERBS_LANES` asks for.
+const MOST_VERBS_LANES: usize = 64;
 /// `ONESIDED_PM`.
 pub const ENV_PM: &str = "ONESIDED_PM";
 /// `ONESIDED_FAILURE_TIMEOUT`.
@@ -253,11 +258,15 @@ pub(crate) struct VerbsConfig {
     pub(crate) device: Option<String>,
     pub(crate) port: Option<u8>,
     pub(crate) gid_index: Option<u32>,
+    /// Lanes per endpoint where the world is MPI_THREAD_MULTIPLE; `None`: as many as
+    /// `transport::verbs` judges.
+    pub(crate) lanes: Option<usize>,
 }
 
 impl VerbsConfig {
-    /// From `ONESIDED_VERBS_DEVICE` (`name` or `name:port`) and `ONESIDED_VERBS_GID_INDEX`.
-    fn parse(device: &str, gid_index: &str) -> Result<VerbsConfig> {
+    /// From `ONESIDED_VERBS_DEVICE` (`name` or `name:port`), `ONESIDED_VERBS_GID_INDEX` and
+    /// `ONESIDED_VERBS_LANES`.
+    fn parse(device: &str, gid_index: &str, lanes: &str) -> Result<VerbsConfig> {
         let bad = |var: &str, v: &str, what: &str| {
             Error::new(ErrorClass::Arg, format!("{var}={v:?}: {what}"))
         };
@@ -284,10 +293,26 @@ impl VerbsConfig {
                 )
             })?),
         };
+        let lanes = match lanes {
+            "" => None,
+            s => Some(
+                s.parse::<usize>()
+                    .ok()
+                    .filter(|&n| n <= MOST_VERBS_LANES)
+                    .ok_or_else(|| {
+                        bad(
+                            ENV_VERBS_LANES,
+                            s,
+                            &format!("lanes are a number from 0 to {MOST_VERBS_LANES}"),
+                        )
+                    })?,
+            ),
+        };
         Ok(VerbsConfig {
             device: (!name.is_empty()).then(|| name.to_owned()),
             port,
             gid_index,
+            lanes,
         })
     }
 }
@@ -300,6 +325,9 @@ impl fmt::Display for VerbsConfig {
         }
         if let Some(g) = self.gid_index {
             write!(f, " gid_index={g}")?;
+        }
+        if let Some(n) = self.lanes {
+            write!(f, " lanes={n}")?;
         }
         Ok(())
     }
@@ -361,7 +389,11 @@ impl Config {
                 progress: Progress::parse_named(ENV_PROGRESS, &get(ENV_PROGRESS))?,
                 threads: Threads::parse_named(ENV_THREADS, &get(ENV_THREADS))?,
             },
-            verbs: VerbsConfig::parse(&get(ENV_VERBS_DEVICE), &get(ENV_VERBS_GID_INDEX))?,
+            verbs: VerbsConfig::parse(
+                &get(ENV_VERBS_DEVICE),
+                &get(ENV_VERBS_GID_INDEX),
+                &get(ENV_VERBS_LANES),
+            )?,
             pm: match get(ENV_PM).as_str() {
                 "" => None,
                 s => Some(ProcessManager::parse_named(ENV_PM, s)?),
@@ -562,15 +594,19 @@ mod tests {
             ("ONESIDED_TRANSPORT", "verbs"),
             (ENV_VERBS_DEVICE, "rxe0:1"),
             (ENV_VERBS_GID_INDEX, "3"),
+            (ENV_VERBS_LANES, "0"),
         ])
         .unwrap();
         assert_eq!(c.transport_choice(), TransportChoice::Verbs);
         let v = &c.verbs;
         assert_eq!(
-            (v.device.as_deref(), v.port, v.gid_index),
-            (Some("rxe0"), Some(1), Some(3))
+            (v.device.as_deref(), v.port, v.gid_index, v.lanes),
+            (Some("rxe0"), Some(1), Some(3), Some(0))
         );
-        assert!(c.to_string().ends_with("verbs=rxe0:1 gid_index=3"), "{c}");
+        assert!(
+            c.to_string().ends_with("verbs=rxe0:1 gid_index=3 lanes=0"),
+            "{c}"
+        );
         assert_eq!(
             from(&[(ENV_VERBS_DEVICE, "mlx5_0")]).unwrap().verbs.port,
             None
@@ -579,6 +615,8 @@ mod tests {
             (ENV_VERBS_DEVICE, "rxe0:0"),
             (ENV_VERBS_DEVICE, "rxe0:x"),
             (ENV_VERBS_GID_INDEX, "-1"),
+            (ENV_VERBS_LANES, "65"),
+            (ENV_VERBS_LANES, "many"),
         ] {
             let e = from(&[(var, bad)]).unwrap_err();
             assert_eq!(e.class(), ErrorClass::Arg);

@@ -150,7 +150,10 @@ pub struct World {
 /// [`ThreadLevel::Serialized`] and [`ThreadLevel::Multiple`] other threads make RMA calls on a
 /// window, concurrently, through the [`WindowHandle`](crate::WindowHandle) of
 /// [`Window::share`](crate::Window::share). The level a world reports is the one it was asked
-/// for; the handles work at every level, since the window's own thread makes the calls.
+/// for; the handles work at every level, since the window's own thread makes the calls it
+/// cannot leave to the calling threads. At [`ThreadLevel::Multiple`] (for the process, as in
+/// MPI) the direct verbs transport also gives its endpoints lanes, through which the threads
+/// of a shared window put, get and run NIC atomics themselves (`ONESIDED_VERBS_LANES`).
 ///
 /// # MPI-4.1: 11.6 (MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -163,6 +166,17 @@ pub enum ThreadLevel {
     Serialized,
     /// Any thread may call onesided at any time.
     Multiple,
+}
+
+/// Whether a world of this process was made at [`ThreadLevel::Multiple`] (the thread level is
+/// the process's, as in MPI): the direct verbs transport then gives its endpoints lanes for the
+/// threads of shared windows.
+static MULTIPLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether a world of this process was made at [`ThreadLevel::Multiple`].
+#[cfg(have_ibverbs)]
+pub(crate) fn threads_multiple() -> bool {
+    MULTIPLE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// This process's node identity: ranks with the same one share memory. The host, its boot, and
@@ -207,8 +221,19 @@ impl World {
     ///
     /// # MPI-4.1: 11.6 (MPI_INIT_THREAD)
     pub fn init_thread(required: ThreadLevel) -> Result<(World, ThreadLevel)> {
+        World::init_thread_with(Config::from_env()?, required)
+    }
+
+    /// Like [`World::init_thread`], with `config` instead of the environment's (as
+    /// [`World::init_with`]).
+    ///
+    /// # MPI-4.1: 11.6 (MPI_INIT_THREAD)
+    pub fn init_thread_with(config: Config, required: ThreadLevel) -> Result<(World, ThreadLevel)> {
         let provided = required;
-        let world = World::init()?;
+        if provided == ThreadLevel::Multiple {
+            MULTIPLE.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let world = World::init_with(config)?;
         Ok((
             World {
                 threads: provided,

@@ -70,7 +70,7 @@ mod typed;
 mod world;
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use onesided::{Flavor, World};
+use onesided::{Flavor, ThreadLevel, World};
 use onesided_shm::process::{SIGKILL, signal_name};
 use pm::{ALL_PMS, Pm};
 
@@ -675,7 +675,13 @@ fn rank_main(name: &str) -> i32 {
             return 2;
         }
     };
-    let world = match World::init() {
+    // The scenarios of threads sharing a window are MPI_THREAD_MULTIPLE (over direct verbs,
+    // their endpoints then have lanes).
+    let world = match name.contains("threads") {
+        true => World::init_thread(ThreadLevel::Multiple).map(|(w, _)| w),
+        false => World::init(),
+    };
+    let world = match world {
         Ok(w) => w,
         Err(e) => {
             eprintln!("{name}: World::init: {e}");

@@ -490,9 +490,14 @@ pub(crate) trait Lanes: Send + Sync + std::fmt::Debug {
         operands: &[u8],
         result: &mut [u8],
     ) -> Option<Result<()>>;
-    /// Complete at `target` every operation this process had issued to it when the call began,
-    /// by any thread's lane and by the window's thread.
+    /// Complete at `target` every operation this process had issued to it when the call began
+    /// by any thread's lane, and by the window's thread where [`Lanes::covers_window`].
     fn flush(&self, target: usize) -> Result<()>;
+    /// Whether [`Lanes::flush`] completes what the window's thread issued too (the fabric's
+    /// can: its domain is thread-safe); where not, the window's thread flushes that itself.
+    fn covers_window(&self) -> bool {
+        true
+    }
     /// Complete every operation of every lane and close them: sharing ends.
     fn drain(&self) -> Result<()>;
 }

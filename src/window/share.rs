@@ -16,7 +16,12 @@
 //! over the fabric in any epoch, and its fetch_and_op, compare_and_swap, accumulates and
 //! get_accumulates where the window runs them on the NIC (`wired.rs`): the calling thread makes
 //! them through an endpoint of its own, opened at its first such call, and its flush of such a
-//! target completes what every thread's endpoint and the window's thread issued to it.
+//! target completes what every thread's endpoint and the window's thread issued to it. Over
+//! direct verbs, where the world is MPI_THREAD_MULTIPLE ([`World::init_thread`](crate::World::init_thread)),
+//! the same calls but the notified ones go through lanes of the window's endpoint, made and
+//! connected with it (`transport/verbs/lanes.rs`); a flush there completes every lane's
+//! operations to the target, and the window's thread's where it made calls since it last
+//! flushed the target.
 //!
 //! **What a handle does.** The calls that move data and their completion: put, get, the
 //! accumulate family, fetch_and_op, compare_and_swap, notified puts and gets and the waits for
@@ -38,9 +43,9 @@
 //! thread (a job, its reply, and a wake of whichever of them sleeps), and the data of a put or
 //! accumulate is copied into the job, that of a get copied back from the reply; those calls are
 //! served one at a time, so their message rate is that of one window thread, not T times one
-//! thread's. Over the network that is every call but the fabric's puts, gets and NIC atomics,
-//! which cost what the window's own do, plus a look at the other threads' endpoints at each
-//! flush.
+//! thread's. Over the network that is every call but the puts, gets and NIC atomics of the
+//! fabric and (at MPI_THREAD_MULTIPLE) of direct verbs, which cost what the window's own do,
+//! plus a look at the other threads' endpoints or lanes at each flush.
 //!
 //! ```no_run
 //! use onesided::{Assert, Info, Op, ThreadLevel, Window, World};
@@ -300,9 +305,24 @@ impl WindowHandle<'_> {
         &self,
         call: impl for<'w, 'a> FnOnce(&'w Window<'a>) -> Result<R> + Send + 'static,
     ) -> Result<R> {
+        self.call_as(true, call)
+    }
+
+    /// [`WindowHandle::call`], counted where the lanes' flushes need to know that the window's
+    /// thread made calls (`Wired::ran_one`): every call that may leave operations in flight.
+    fn call_as<R: Send + 'static>(
+        &self,
+        counted: bool,
+        call: impl for<'w, 'a> FnOnce(&'w Window<'a>) -> Result<R> + Send + 'static,
+    ) -> Result<R> {
         let (reply, answer) = mpsc::sync_channel(1);
+        let counts = (counted && self.wired.counts_calls()).then(|| Arc::clone(&self.wired));
         let job: Job = Box::new(move |window| {
-            let _ = reply.send(call(window));
+            let done = call(window);
+            if let Some(wired) = &counts {
+                wired.ran_one();
+            }
+            let _ = reply.send(done);
         });
         self.calls.send(Message::Call(job)).map_err(|_| ended())?;
         soon(&answer, self.pace).ok_or_else(ended)?
@@ -322,6 +342,17 @@ impl WindowHandle<'_> {
         })?;
         out.copy_from_slice(&data);
         Ok(())
+    }
+
+    /// Have the window's thread flush `target` for a flush through the lanes, which do not
+    /// complete what it issued (`Wired::flush`).
+    fn flush_on_window(&self, target: usize) -> Result<()> {
+        let wired = Arc::clone(&self.wired);
+        self.call_as(false, move |w| {
+            let done = w.flush(target);
+            wired.flushed_here(target);
+            done
+        })
     }
 
     /// Have the window's thread take `target`'s lock word where a lazy lock_all has not yet.
@@ -634,7 +665,7 @@ impl WindowHandle<'_> {
         if self.loaded.flush(target) {
             return Ok(());
         }
-        if let Some(done) = self.wired.flush(target) {
+        if let Some(done) = self.wired.flush(target, || self.flush_on_window(target)) {
             return done;
         }
         self.call(move |w| w.flush(target))
@@ -656,7 +687,7 @@ impl WindowHandle<'_> {
         }
         let mut rest = false;
         for t in 0..self.ranks {
-            match self.wired.flush(t) {
+            match self.wired.flush(t, || self.flush_on_window(t)) {
                 Some(done) => done?,
                 None => rest |= !self.loaded.passive(t),
             }

@@ -1,5 +1,6 @@
 //! The targets the threads of a shared window ([`Window::share`]) reach over the network
-//! through endpoints of their own (lanes, where the target's transport has them: the fabric's),
+//! through endpoints of their own (lanes, where the target's transport has them: the fabric's,
+//! and direct verbs' where the world is MPI_THREAD_MULTIPLE),
 //! with no call to the window's thread: a thread's put and get of such a target go through its
 //! lane, as do its notified puts (where the write can carry the notification) and gets (the
 //! read, then an atomic addition to the target's counter), its fetch_and_op, compare_and_swap
@@ -10,7 +11,10 @@
 //! Like the loaded targets (`loaded.rs`), read once when sharing starts: a target is wired when
 //! an epoch covers it (fence, PSCW or passive target), its data and its atomics take the same
 //! transport, and the window is not dynamic (attached memory is found through its owner's
-//! table, which the window's thread keeps). Flushes and request forms go through the lanes only
+//! table, which the window's thread keeps). Where the lanes' flush does not complete what the
+//! window's thread issued (direct verbs: its endpoint is that thread's alone), a flush also has
+//! the window's thread flush the target, if it ran a call for the threads since it last did
+//! (or sharing began). Flushes and request forms go through the lanes only
 //! in a passive-target epoch (in the others the window's thread reports MPI_ERR_RMA_SYNC); an
 //! active-target epoch is closed by a fence or complete after sharing ends, and its end
 //! completes every lane's operations first. A lock_all takes a network target's lock word at
@@ -25,7 +29,7 @@ use crate::error::Result;
 use crate::protocol::layout;
 use crate::protocol::passive::Access;
 use crate::transport::{AccOp, Accumulate, Lanes};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The wired targets of a shared window.
 #[derive(Debug)]
@@ -40,6 +44,13 @@ pub(super) struct Wired {
     moved: AtomicBool,
     /// The `same_op` hint of the window's accumulates.
     same_op: bool,
+    /// Where the lanes' flush does not complete what the window's thread issued
+    /// ([`Lanes::covers_window`]): how many calls the window's thread ran for the threads, from
+    /// 1, counted before each replies ([`Wired::ran_one`]).
+    ran: AtomicU64,
+    /// Per target: [`Wired::ran`] when the window's thread last flushed it for a thread's
+    /// flush; 0 before, so that the first flush covers what the window issued before sharing.
+    flushed: Vec<AtomicU64>,
 }
 
 impl Wired {
@@ -52,6 +63,8 @@ impl Wired {
             passive: Vec::new(),
             moved: AtomicBool::new(false),
             same_op: false,
+            ran: AtomicU64::new(1),
+            flushed: Vec::new(),
         };
         if win.flavor == Flavor::Dynamic {
             return none();
@@ -81,6 +94,8 @@ impl Wired {
             passive: (0..n).map(|t| epochs.flush(t).is_ok()).collect(),
             moved: AtomicBool::new(false),
             same_op: win.hints.get().same_op,
+            ran: AtomicU64::new(1),
+            flushed: (0..n).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -267,11 +282,42 @@ impl Wired {
     }
 
     /// Complete every operation this process issued to `target`, if it is wired and a
-    /// passive-target epoch covers it; `None` where the window's thread must flush (or report
-    /// the flush outside such an epoch).
-    pub(super) fn flush(&self, target: usize) -> Option<Result<()>> {
+    /// passive-target epoch covers it: the lanes', and where they do not cover the window's
+    /// thread and it ran calls since it last flushed `target`, its own by `window` (which has
+    /// it flush and call [`Wired::flushed_here`]). `None` where the window's thread must flush
+    /// (or report the flush outside such an epoch).
+    pub(super) fn flush(
+        &self,
+        target: usize,
+        window: impl FnOnce() -> Result<()>,
+    ) -> Option<Result<()>> {
         let lanes = self.lanes.as_deref().filter(|_| self.passive(target))?;
-        Some(lanes.flush(target))
+        let done = lanes.flush(target);
+        if lanes.covers_window() {
+            return Some(done);
+        }
+        let ran = self.ran.load(Ordering::Acquire);
+        let behind = self.flushed[target].load(Ordering::Acquire) < ran;
+        Some(done.and(if behind { window() } else { Ok(()) }))
+    }
+
+    /// Whether the window's thread counts the calls it runs for the threads
+    /// ([`Wired::ran_one`]): the lanes' flush does not complete them.
+    pub(super) fn counts_calls(&self) -> bool {
+        self.lanes.as_deref().is_some_and(|l| !l.covers_window())
+    }
+
+    /// The window's thread ran a call for a thread (before it replies).
+    pub(super) fn ran_one(&self) {
+        self.ran.fetch_add(1, Ordering::Release);
+    }
+
+    /// The window's thread flushed `target` for a thread: every call it ran before is complete
+    /// there.
+    pub(super) fn flushed_here(&self, target: usize) {
+        if let Some(f) = self.flushed.get(target) {
+            f.store(self.ran.load(Ordering::Acquire), Ordering::Release);
+        }
     }
 
     /// Whether a thread made a call through a lane.

@@ -191,6 +191,14 @@ pub(crate) struct Context {
     pub(crate) name: String,
 }
 
+// SAFETY: a context is a pointer to libibverbs' context of an opened device, which libibverbs
+// lets any thread use (its calls on one context and its objects may come from several threads
+// at once), with the library's table of calls (`&'static`, never changed) and a name. Closed
+// once, when the last `Arc` of it is dropped.
+unsafe impl Send for Context {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Context {}
+
 impl Context {
     /// Open the device named `name`.
     pub(crate) fn open(name: &str) -> Result<Context, VerbsError> {
@@ -354,7 +362,7 @@ impl Context {
 impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: `raw` was opened by ibv_open_device and is closed once, after every object
-        // made from it (their owners hold the context alive through `Rc`).
+        // made from it (their owners hold the context alive through `Arc`).
         unsafe { (self.lib.close_device)(self.raw) };
     }
 }

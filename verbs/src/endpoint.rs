@@ -27,6 +27,7 @@ use onesided_shm::Mem;
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Send queue entries per queue pair (at most; the device may grant fewer).
@@ -153,8 +154,8 @@ struct Core {
     /// What a thread sleeps on until the queue gets an entry (after the queue: destroyed
     /// after it); `None` where the device gives none.
     channel: Option<Channel>,
-    pd: Rc<Pd>,
-    ctx: Rc<Context>,
+    pd: Arc<Pd>,
+    ctx: Arc<Context>,
     port: u8,
     sgid: Option<u32>,
     address: PortAddress,
@@ -166,6 +167,9 @@ struct Core {
     atomics: bool,
     /// What the immediate data of a peer's write goes to ([`Endpoint::on_remote_data`]).
     remote: RefCell<Option<RemoteData>>,
+    /// Its waits read the context's async events ([`Core::events`]): the endpoint's do, its
+    /// lanes' do not, so that one reader sees every event of the queue pairs it knows.
+    reads_events: bool,
 }
 
 /// An endpoint on one device port (not `Send`: it is driven by the thread that owns it).
@@ -271,7 +275,7 @@ impl Endpoint {
             }
             None => None,
         };
-        let ctx = Rc::new(ctx);
+        let ctx = Arc::new(ctx);
         set_nonblocking(&ctx)?;
         let pd = Pd::alloc(ctx.clone())?;
         let channel = Channel::create(ctx.clone());
@@ -309,7 +313,42 @@ impl Endpoint {
                 rd_atomic: rd_atomic.max(1),
                 atomics: info.has_atomics(),
                 remote: RefCell::new(None),
+                reads_events: true,
                 ctx,
+            }),
+        })
+    }
+
+    /// An endpoint on this one's port and protection domain, so that the regions registered
+    /// here serve its operations too, with its own completion queue, staging buffers and
+    /// queue pairs, and no shared receive queue, completion channel, handler of immediate
+    /// data or reader of async events: what a lane is made of ([`Endpoint::lane`]).
+    pub(crate) fn sibling(&self) -> Result<Endpoint, VerbsError> {
+        let c = &self.core;
+        let cq = Cq::create(c.ctx.clone(), c.cq.size, None)?;
+        let stage = Stage::new(c.pd.clone())?;
+        Ok(Endpoint {
+            core: Rc::new(Core {
+                links: RefCell::new(Vec::new()),
+                srq: None,
+                state: RefCell::new(State {
+                    ledger: Ledger::new(),
+                    stage,
+                }),
+                cq,
+                channel: None,
+                pd: c.pd.clone(),
+                ctx: c.ctx.clone(),
+                port: c.port,
+                sgid: c.sgid,
+                address: c.address,
+                depth: c.depth,
+                chunk: c.chunk,
+                inline: std::cell::Cell::new(c.inline.get()),
+                rd_atomic: c.rd_atomic,
+                atomics: c.atomics,
+                remote: RefCell::new(None),
+                reads_events: false,
             }),
         })
     }
@@ -981,7 +1020,9 @@ impl Core {
                 let since = checked.get_or_insert(now);
                 if now.duration_since(*since) >= CHECK_EVERY {
                     *since = now;
-                    self.events();
+                    if self.reads_events {
+                        self.events();
+                    }
                     if live() == Waiting::GiveUp {
                         return Err(VerbsError::gone(what));
                     }

@@ -6,7 +6,7 @@ use crate::device::{Context, DeviceInfo, device_names};
 use crate::error::VerbsError;
 use crate::library::library;
 use crate::queue::{Cq, Pd, Qp};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// The verbs devices of this machine (none where libibverbs loads but finds no device); an error
 /// where libibverbs cannot be loaded.
@@ -25,7 +25,7 @@ pub fn devices() -> Result<Vec<DeviceInfo>, VerbsError> {
 /// The largest inline payload of a queue pair on `ctx` (what `ibv_devinfo` does not tell):
 /// a throwaway queue pair is created asking for 1 KiB, then half as much until it is granted.
 fn probe_inline(ctx: &Context) -> Result<u32, VerbsError> {
-    let ctx = Rc::new(Context::open(&ctx.name)?);
+    let ctx = Arc::new(Context::open(&ctx.name)?);
     let pd = Pd::alloc(ctx.clone())?;
     let cq = Cq::create(ctx, 2, None)?;
     let qp = Qp::create(pd, &cq, 1, None, 1024)?;

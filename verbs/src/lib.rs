@@ -14,6 +14,10 @@
 //!   operations: RDMA write (inline where it fits), read, the NIC's 8-byte fetch-and-add and
 //!   compare-and-swap, their request forms ([`Ticket`]) and per-peer flush; and a sleep on the
 //!   completion channel until a completion arrives, which a peer's [`Endpoint::wake`] brings.
+//! - [`Lane`]: an endpoint of an endpoint's own ([`Endpoint::lane`]), on its protection domain
+//!   with a completion queue, staging buffers and queue pairs of its own, `Send` and `Sync`:
+//!   any thread takes it in turn ([`Lane::lock`], [`Lane::try_lock`]) and makes blocking
+//!   writes, reads, atomics and flushes through it, beside the endpoint's own thread.
 //! - [`Region`]: registered memory, with the [`RegionKey`] peers address it by.
 //!
 //! No thread runs behind the caller's back: the NIC serves peers' operations on registered
@@ -35,6 +39,8 @@ mod error;
 #[cfg(have_ibverbs)]
 mod inventory;
 #[cfg(have_ibverbs)]
+mod lane;
+#[cfg(have_ibverbs)]
 mod library;
 #[cfg(have_ibverbs)]
 mod queue;
@@ -53,6 +59,8 @@ pub use endpoint::{Atomic, Endpoint, Remote, Request, Ticket, Waiting};
 pub use error::VerbsError;
 #[cfg(have_ibverbs)]
 pub use inventory::devices;
+#[cfg(have_ibverbs)]
+pub use lane::{Lane, LaneGuard};
 #[cfg(have_ibverbs)]
 pub use library::load;
 #[cfg(have_ibverbs)]

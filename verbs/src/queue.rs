@@ -7,7 +7,7 @@ use crate::device::{Context, mtu_of};
 use crate::error::VerbsError;
 use crate::sys;
 use std::mem::MaybeUninit;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// What a queue pair lets its peer do to this side's memory regions (the regions grant it too).
 const REMOTE_ACCESS: u32 =
@@ -15,25 +15,32 @@ const REMOTE_ACCESS: u32 =
 
 /// A protection domain of an opened device.
 pub(crate) struct Pd {
-    pub(crate) ctx: Rc<Context>,
+    pub(crate) ctx: Arc<Context>,
     pub(crate) raw: *mut sys::ibv_pd,
 }
 
+// SAFETY: a protection domain of a context that is `Send` and `Sync`; libibverbs lets any
+// thread create queue pairs and register memory on it at once. Freed once, when the last `Arc`
+// of it is dropped.
+unsafe impl Send for Pd {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Pd {}
+
 impl Pd {
-    pub(crate) fn alloc(ctx: Rc<Context>) -> Result<Rc<Pd>, VerbsError> {
+    pub(crate) fn alloc(ctx: Arc<Context>) -> Result<Arc<Pd>, VerbsError> {
         // SAFETY: `ctx.raw` is an open context.
         let raw = unsafe { (ctx.lib.alloc_pd)(ctx.raw) };
         if raw.is_null() {
             return Err(VerbsError::last(format!("ibv_alloc_pd on {}", ctx.name)));
         }
-        Ok(Rc::new(Pd { ctx, raw }))
+        Ok(Arc::new(Pd { ctx, raw }))
     }
 }
 
 impl Drop for Pd {
     fn drop(&mut self) {
         // SAFETY: allocated by ibv_alloc_pd; every queue pair and region of the domain holds an
-        // `Rc` of it, so none is left when it is freed.
+        // `Arc` of it, so none is left when it is freed.
         unsafe { (self.ctx.lib.dealloc_pd)(self.raw) };
     }
 }
@@ -41,14 +48,14 @@ impl Drop for Pd {
 /// A completion channel: the descriptor a thread sleeps on until an armed completion queue
 /// gets an entry ([`Cq::arm`], [`Channel::wait`]).
 pub(crate) struct Channel {
-    ctx: Rc<Context>,
+    ctx: Arc<Context>,
     raw: *mut sys::ibv_comp_channel,
 }
 
 impl Channel {
     /// A channel of `ctx` whose descriptor does not block (`None` where the device gives
     /// none: its waiters nap instead).
-    pub(crate) fn create(ctx: Rc<Context>) -> Option<Channel> {
+    pub(crate) fn create(ctx: Arc<Context>) -> Option<Channel> {
         // SAFETY: `ctx.raw` is an open context.
         let raw = unsafe { (ctx.lib.create_comp_channel)(ctx.raw) };
         if raw.is_null() {
@@ -111,7 +118,7 @@ impl Drop for Channel {
 
 /// A completion queue.
 pub(crate) struct Cq {
-    ctx: Rc<Context>,
+    ctx: Arc<Context>,
     pub(crate) raw: *mut sys::ibv_cq,
     /// Entries it holds.
     pub(crate) size: u32,
@@ -120,7 +127,7 @@ pub(crate) struct Cq {
 impl Cq {
     /// A queue of `size` entries (at least), reporting on `channel` where there is one.
     pub(crate) fn create(
-        ctx: Rc<Context>,
+        ctx: Arc<Context>,
         size: u32,
         channel: Option<&Channel>,
     ) -> Result<Cq, VerbsError> {
@@ -200,7 +207,7 @@ pub struct PortAddress {
 /// immediate data of the peer of any queue pair attached to it, whose completion reports the
 /// immediate data here.
 pub(crate) struct Srq {
-    pd: Rc<Pd>,
+    pd: Arc<Pd>,
     raw: *mut sys::ibv_srq,
     /// Entries it holds.
     pub(crate) depth: u32,
@@ -209,7 +216,7 @@ pub(crate) struct Srq {
 impl Srq {
     /// A shared receive queue of up to `depth` entries (fewer where the device grants fewer),
     /// empty; `None` where the device makes none (it has no shared receive queues).
-    pub(crate) fn create(pd: Rc<Pd>, depth: u32) -> Option<Srq> {
+    pub(crate) fn create(pd: Arc<Pd>, depth: u32) -> Option<Srq> {
         let mut attr = sys::ibv_srq_init_attr {
             attr: sys::ibv_srq_attr {
                 max_wr: depth,
@@ -265,7 +272,7 @@ impl Drop for Srq {
 /// A reliable-connected queue pair. Its send queue carries RDMA writes, reads and atomics; its
 /// receives come from the endpoint's shared receive queue, where it has one.
 pub(crate) struct Qp {
-    pd: Rc<Pd>,
+    pd: Arc<Pd>,
     pub(crate) raw: *mut sys::ibv_qp,
     /// Work requests its send queue holds.
     pub(crate) depth: u32,
@@ -278,7 +285,7 @@ impl Qp {
     /// (none without), with `inline` bytes of inline data or the most the device allows below
     /// it.
     pub(crate) fn create(
-        pd: Rc<Pd>,
+        pd: Arc<Pd>,
         cq: &Cq,
         depth: u32,
         srq: Option<&Srq>,

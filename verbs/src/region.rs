@@ -5,7 +5,7 @@ use crate::error::VerbsError;
 use crate::queue::Pd;
 use crate::sys;
 use onesided_shm::Mem;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// What a peer needs to address a region: the address of its first byte and its remote key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -18,7 +18,7 @@ pub struct RegionKey {
 
 /// One registration (`ibv_reg_mr`), deregistered on drop.
 pub(crate) struct Mr {
-    pd: Rc<Pd>,
+    pd: Arc<Pd>,
     raw: *mut sys::ibv_mr,
 }
 
@@ -29,7 +29,7 @@ impl Mr {
     /// # Safety
     /// The `len` bytes at `addr` are mapped and stay so until the registration is dropped.
     pub(crate) unsafe fn new(
-        pd: Rc<Pd>,
+        pd: Arc<Pd>,
         addr: usize,
         len: usize,
         remote: bool,
@@ -92,7 +92,7 @@ impl std::fmt::Debug for Region<'_> {
 }
 
 impl<'a> Region<'a> {
-    pub(crate) fn new(pd: Rc<Pd>, mem: Mem<'a>) -> Result<Region<'a>, VerbsError> {
+    pub(crate) fn new(pd: Arc<Pd>, mem: Mem<'a>) -> Result<Region<'a>, VerbsError> {
         // SAFETY: `mem` is mapped for `'a` and the region keeps it (dropped after `mr`).
         let mr = unsafe { Mr::new(pd, mem.addr(), mem.len(), true)? };
         Ok(Region { mr, mem })

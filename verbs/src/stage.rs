@@ -7,7 +7,7 @@ use crate::error::VerbsError;
 use crate::queue::Pd;
 use crate::region::Mr;
 use onesided_shm::Mem;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Bytes of one arena slot: reads, writes too large to go inline, and atomic results up to this
 /// size take a slot.
@@ -34,7 +34,7 @@ pub(crate) enum Buf {
 
 /// The arena and the kept large buffers.
 pub(crate) struct Stage {
-    pd: Rc<Pd>,
+    pd: Arc<Pd>,
     mr: Mr,
     arena: Mem<'static>,
     free: Vec<u32>,
@@ -42,7 +42,7 @@ pub(crate) struct Stage {
 }
 
 impl Stage {
-    pub(crate) fn new(pd: Rc<Pd>) -> Result<Stage, VerbsError> {
+    pub(crate) fn new(pd: Arc<Pd>) -> Result<Stage, VerbsError> {
         let arena = Mem::alloc(SLOT * SLOTS, 4096)
             .ok_or_else(|| VerbsError::new("allocating the staging arena", libc::ENOMEM))?;
         // SAFETY: the arena is owned by the stage and dropped after its registration.

@@ -3,7 +3,7 @@
 //! together, flushes, a request dropped unfinished, a bad remote key breaking the queue
 //! pair with an error that is not a peer failure, writes with immediate data (also a thousand
 //! to a second endpoint that polls nothing meanwhile), and a sleep on the completion channel
-//! that a wake ends.
+//! that a wake ends; lanes of the endpoint taken by several threads at once.
 //!
 //! It needs a verbs device with an active port: software RoCE in the guest of `rxe/run.sh`
 //! (CI runs it there; `ONESIDED_RXE=1`, set in the guest, makes a missing device a failure).
@@ -12,7 +12,7 @@
 #[cfg(have_ibverbs)]
 mod on_a_device {
     use onesided_shm::Mem;
-    use onesided_verbs::{Atomic, Endpoint, Remote, Request, Waiting};
+    use onesided_verbs::{Atomic, Endpoint, Lane, Remote, Request, Waiting};
 
     const PEER: u32 = 0;
 
@@ -55,6 +55,63 @@ mod on_a_device {
             addr: r.addr + off as u64,
             rkey: r.rkey,
         }
+    }
+
+    /// Lanes from threads: four threads share two lanes (each connected to itself, as the
+    /// endpoint's queue pair is), each making 100 fetch-adds on one word through whichever
+    /// lane is free and a write to its own slot; after a flush of every lane the count is
+    /// exact, each value fetched was seen once, every slot holds its writer's bytes, and the
+    /// endpoint's own read sees the count. The lanes are dropped on another thread.
+    #[test]
+    fn threads_share_lanes_and_what_they_do_lands() {
+        let Some((ep, mem, win)) = open(1 << 20) else {
+            return;
+        };
+        let lanes: Vec<Lane> = (0..2).map(|_| ep.lane().expect("a lane")).collect();
+        for lane in &lanes {
+            let lane = lane.lock();
+            let qpn = lane.prepare(PEER).expect("a queue pair");
+            lane.connect(PEER, ep.address(), qpn).expect("connected");
+            assert!(lane.connected(PEER));
+        }
+        let counter = at(win, 0);
+        let mut seen: Vec<u64> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..4usize)
+                .map(|i| {
+                    let lanes = &lanes;
+                    s.spawn(move || {
+                        let mut seen = Vec::new();
+                        for k in 0..100 {
+                            let lane = (lanes[(i + k) % 2].try_lock())
+                                .unwrap_or_else(|| lanes[i % 2].lock());
+                            let add = Atomic::FetchAdd(1);
+                            seen.push(lane.atomic(PEER, add, counter, &poll).unwrap());
+                        }
+                        let tag = [i as u8 + 1; 64];
+                        let slot = at(win, 4096 + 64 * i);
+                        lanes[i % 2].lock().write(PEER, &tag, slot, &poll).unwrap();
+                        seen
+                    })
+                })
+                .collect();
+            (threads.into_iter())
+                .flat_map(|t| t.join().unwrap())
+                .collect()
+        });
+        for lane in &lanes {
+            lane.lock().flush(PEER, win, &poll).unwrap();
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (0..400).collect::<Vec<u64>>(), "each value once");
+        assert_eq!(mem.to_vec(0, 8).unwrap(), 400u64.to_ne_bytes());
+        for i in 0..4 {
+            let slot = mem.to_vec(4096 + 64 * i, 64).unwrap();
+            assert_eq!(slot, vec![i as u8 + 1; 64], "slot of thread {i}");
+        }
+        let mut back = [0u8; 8];
+        ep.read(PEER, &mut back, counter, &poll).unwrap();
+        assert_eq!(u64::from_ne_bytes(back), 400);
+        std::thread::spawn(move || drop(lanes)).join().unwrap();
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::report::{self, Report};
 use super::{atomic, floor, group, notify, rate, rma, scale};
 use crate::launch::{self, Job};
 use onesided::launcher::ENV_TRANSPORT;
-use onesided::{Config, Error, ErrorClass, ProcessManager, Result, World};
+use onesided::{Config, Error, ErrorClass, ProcessManager, Result, ThreadLevel, World};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -174,7 +174,13 @@ fn tests(args: &BenchArgs, size: usize) -> Result<(Vec<Test>, Vec<Test>)> {
 /// Runs the tests in the job this process belongs to.
 fn in_job(args: &BenchArgs, plan: &Plan, config: Config) -> Result<i32> {
     let started = SystemTime::now();
-    let world = World::init_with(config)?;
+    // The tests of threads (the message-rate tests, `-t`) share windows with them:
+    // MPI_THREAD_MULTIPLE, so that the direct verbs transport gives them lanes.
+    let level = match args.test.is_rate() || args.threads.is_some() {
+        true => ThreadLevel::Multiple,
+        false => ThreadLevel::Funneled,
+    };
+    let (world, _) = World::init_thread_with(config, level)?;
     let (tests, skipped) = match tests(args, world.size()) {
         Ok(tests) => tests,
         // Every rank fails the same way; one message is enough.

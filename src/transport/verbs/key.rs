@@ -5,13 +5,16 @@ use crate::error::Result;
 use onesided_verbs as ib;
 
 /// What one rank publishes: its port address, the queue pair it prepared for each rank of the
-/// window (0 where the two are connected already), and the keys of its control block and
-/// window memory.
+/// window (0 where the two are connected already) and those of its lanes, and the keys of its
+/// control block and window memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct VerbsKey {
     pub(super) port: ib::PortAddress,
     /// By communicator rank.
     pub(super) qpns: Vec<u32>,
+    /// By communicator rank: the queue pair each of its lanes prepared for that rank, in lane
+    /// order (none where the two are connected already, or it has no lanes).
+    pub(super) lanes: Vec<Vec<u32>>,
     pub(super) ctrl: ib::RegionKey,
     pub(super) data: ib::RegionKey,
     pub(super) len: usize,
@@ -23,6 +26,18 @@ pub(super) struct VerbsKey {
     /// Its waiters sleep on its completion channel: a signal to it is followed by a wake
     /// (`Endpoint::wake`), which every rank's queue pair to it has receives for.
     pub(super) wakes: bool,
+}
+
+/// Queue pair numbers as bytes.
+fn qpn_bytes(qpns: &[u32]) -> Vec<u8> {
+    qpns.iter().flat_map(|q| q.to_le_bytes()).collect()
+}
+
+/// Queue pair numbers from their bytes.
+fn qpns_of(b: &[u8]) -> Vec<u32> {
+    b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 fn enc_region(e: Enc, k: &ib::RegionKey) -> Enc {
@@ -39,12 +54,13 @@ fn dec_region(d: &mut Dec<'_>) -> Result<ib::RegionKey> {
 impl VerbsKey {
     pub(super) fn encode(&self) -> Vec<u8> {
         let gid = self.port.gid.map_or_else(Vec::new, |g| g.to_vec());
-        let qpns: Vec<u8> = self.qpns.iter().flat_map(|q| q.to_le_bytes()).collect();
         let e = Enc::new()
             .u64(self.port.lid.into())
             .bytes(&gid)
             .u64(self.port.mtu.into())
-            .bytes(&qpns);
+            .bytes(&qpn_bytes(&self.qpns))
+            .u64(self.lanes.len() as u64);
+        let e = self.lanes.iter().fold(e, |e, l| e.bytes(&qpn_bytes(l)));
         let e = enc_region(e, &self.ctrl);
         enc_region(e, &self.data)
             .u64(self.len as u64)
@@ -59,11 +75,10 @@ impl VerbsKey {
         let lid = d.u64()? as u16;
         let gid = d.bytes()?;
         let mtu = d.u64()? as u32;
-        let qpns = d
-            .bytes()?
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let qpns = qpns_of(d.bytes()?);
+        let lanes = (0..d.usize()?)
+            .map(|_| d.bytes().map(qpns_of))
+            .collect::<Result<Vec<_>>>()?;
         Ok(VerbsKey {
             port: ib::PortAddress {
                 lid,
@@ -71,6 +86,7 @@ impl VerbsKey {
                 mtu,
             },
             qpns,
+            lanes,
             ctrl: dec_region(&mut d)?,
             data: dec_region(&mut d)?,
             len: d.usize()?,
@@ -97,6 +113,7 @@ mod tests {
                     mtu: 1024,
                 },
                 qpns: vec![17, 0, 4_000_000],
+                lanes: vec![vec![5, 6], vec![], vec![7, 4_000_001]],
                 ctrl: ib::RegionKey {
                     addr: 0x7f00_0000_1000,
                     rkey: 0xdead_beef,

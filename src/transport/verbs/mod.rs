@@ -25,11 +25,14 @@
 //! # MPI-4.1: 12.3 (communication calls), 12.5.4 (flush), 12.7 (semantics and correctness)
 
 mod key;
+mod lanes;
+mod names;
 mod resources;
+mod span;
 
 use super::foreign;
 use super::{
-    AccOp, Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, NativeOps, NotifiedWindow, Opened,
+    Accumulate, AccumulateMany, Amo, Attach, Caps, Kind, Lanes, NativeOps, NotifiedWindow, Opened,
     Part, Path, Pending, Reach, Space, Transport, gets_in_flight, locked_accumulate,
     locked_accumulate_many, notice_data, outside, path_at, under_acc_lock, unserved,
 };
@@ -37,41 +40,16 @@ use crate::config::VerbsConfig;
 use crate::error::{Error, ErrorClass, Result};
 use crate::peers::Peers;
 use crate::protocol::layout;
-use crate::protocol::reduce::{Elem, Op};
+use crate::protocol::reduce::Elem;
 use crate::world::Comm;
 use key::VerbsKey;
+use names::{ib_err, nic_op};
 use onesided_shm::Mem;
 use onesided_verbs as ib;
+use span::Span;
 use std::cell::RefCell;
 use std::rc::Rc;
-
-/// A verbs failure as an MPI error: a peer that cannot be reached is a failed process;
-/// anything else is MPI_ERR_OTHER with the device's words.
-fn ib_err(e: ib::VerbsError) -> Error {
-    let class = match e.is_unreachable() {
-        true => ErrorClass::ProcFailed,
-        false => ErrorClass::Other,
-    };
-    Error::new(class, format!("verbs: {e}")).caused_by(e)
-}
-
-/// A remote region as operations address it.
-#[derive(Debug, Clone, Copy)]
-struct Span {
-    addr: u64,
-    rkey: u32,
-    len: usize,
-}
-
-impl Span {
-    fn of(k: ib::RegionKey, len: usize) -> Span {
-        Span {
-            addr: k.addr,
-            rkey: k.rkey,
-            len,
-        }
-    }
-}
+use std::sync::Arc;
 
 #[derive(Debug)]
 struct Target {
@@ -103,6 +81,8 @@ pub struct VerbsTransport<'a> {
     attached: RefCell<Vec<ib::Region<'a>>>,
     /// The notifications that arrived with their writes (`transport/notices.rs`).
     notified: Option<NotifiedWindow>,
+    /// The endpoint's lanes, for the threads of a shared window (`lanes.rs`).
+    lanes: Arc<[ib::Lane]>,
     /// This thread's endpoint (after the regions: they are deregistered first).
     ep: Rc<ib::Endpoint>,
 }
@@ -119,13 +99,15 @@ impl std::fmt::Debug for VerbsTransport<'_> {
 /// Whether this rank can open the verbs endpoint `config` describes (opening it, for the
 /// windows to come).
 pub(crate) fn usable(config: &VerbsConfig) -> bool {
-    resources::endpoint(config).is_ok()
+    resources::endpoint(config, None).is_ok()
 }
 
 /// This rank's endpoint and registrations, and the queue pairs it prepared, before the keys are
 /// exchanged.
 struct Local<'a> {
     ep: Rc<ib::Endpoint>,
+    /// The endpoint's lanes (none unless the world is MPI_THREAD_MULTIPLE).
+    lanes: Arc<[ib::Lane]>,
     ctrl: ib::Region<'static>,
     data: Option<ib::Region<'a>>,
     key: VerbsKey,
@@ -139,7 +121,8 @@ fn open_local<'a>(
     ctrl: Mem<'static>,
     data: Mem<'a>,
 ) -> Result<Local<'a>> {
-    let (ep, notices) = resources::endpoint(config)?;
+    let ranks = world.iter().max().map_or(1, |&r| r as usize + 1);
+    let (ep, notices, lanes) = resources::endpoint(config, Some(ranks))?;
     let ctrl = ep.register(ctrl).map_err(ib_err)?;
     let len = data.len();
     let data = match len {
@@ -147,15 +130,24 @@ fn open_local<'a>(
         _ => Some(ep.register(data).map_err(ib_err)?),
     };
     let mut qpns = Vec::with_capacity(world.len());
+    let mut lane_qpns = Vec::with_capacity(world.len());
     for &peer in world {
-        qpns.push(match ep.connected(peer) {
+        let connected = ep.connected(peer);
+        qpns.push(match connected {
             true => 0,
             false => ep.prepare(peer).map_err(ib_err)?,
+        });
+        lane_qpns.push(match connected {
+            true => Vec::new(),
+            false => (lanes.iter())
+                .map(|l| l.lock().prepare(peer).map_err(ib_err))
+                .collect::<Result<Vec<u32>>>()?,
         });
     }
     let key = VerbsKey {
         port: ep.address(),
         qpns,
+        lanes: lane_qpns,
         ctrl: ctrl.key(),
         data: data.as_ref().map(ib::Region::key).unwrap_or_default(),
         len,
@@ -173,6 +165,7 @@ fn open_local<'a>(
     };
     Ok(Local {
         ep,
+        lanes,
         ctrl,
         data,
         key,
@@ -209,6 +202,7 @@ pub(crate) fn open<'a>(
     let local = open_local(&world, config, ctrl, data)?;
     let prepared = Prepared {
         ep: local.ep.clone(),
+        lanes: local.lanes.clone(),
         peers: (local.key.qpns.iter().zip(&world))
             .filter(|&(&qpn, _)| qpn != 0)
             .map(|(_, &peer)| peer)
@@ -224,9 +218,11 @@ pub(crate) fn open<'a>(
     })
 }
 
-/// Queue pairs prepared for peers, disconnected on drop unless kept.
+/// Queue pairs prepared for peers (the endpoint's and its lanes'), disconnected on drop unless
+/// kept.
 struct Prepared {
     ep: Rc<ib::Endpoint>,
+    lanes: Arc<[ib::Lane]>,
     peers: Vec<u32>,
 }
 
@@ -241,6 +237,9 @@ impl Drop for Prepared {
     fn drop(&mut self) {
         for &peer in &self.peers {
             self.ep.disconnect(peer);
+            for lane in self.lanes.iter() {
+                lane.lock().disconnect(peer);
+            }
         }
     }
 }
@@ -290,6 +289,7 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
             .collect();
         let wakes = local.key.wakes;
         let ep = local.ep;
+        let lanes = local.lanes;
         Box::new(VerbsTransport {
             caps: Caps {
                 name: "verbs",
@@ -315,6 +315,7 @@ impl<'a> Opened<'a> for OpenedVerbs<'a> {
             _data: local.data,
             attached: RefCell::new(Vec::new()),
             notified: local.notified,
+            lanes,
             ep,
         })
     }
@@ -402,19 +403,6 @@ impl<'a> VerbsTransport<'a> {
         }
     }
 
-    /// The NIC atomic of one element's accumulate (on the paths `NativeOps::verbs` allows:
-    /// 64-bit fetch-add, atomic read, compare-and-swap).
-    fn nic_op(acc: &Accumulate) -> ib::Atomic {
-        match acc.op {
-            AccOp::CompareSwap { compare } => ib::Atomic::CompareSwap {
-                compare,
-                swap: acc.operand,
-            },
-            AccOp::Apply(Op::NoOp) => ib::Atomic::FetchAdd(0),
-            AccOp::Apply(_) => ib::Atomic::FetchAdd(acc.operand),
-        }
-    }
-
     /// How accumulates of `kind` on `elem` at `offset` of `target`'s `space` go
     /// (`transport::path_at`: where the element lies in the target's memory decides).
     fn path(
@@ -455,7 +443,7 @@ impl<'a> VerbsTransport<'a> {
         let ops = (0..acc.count())
             .map(|i| {
                 let (_, at) = self.at(target, space, offset + i * size, size)?;
-                Ok((Self::nic_op(&acc.element(i)), at))
+                Ok((nic_op(&acc.element(i)), at))
             })
             .collect::<Result<Vec<_>>>()?;
         if ops.is_empty() {
@@ -469,7 +457,9 @@ impl<'a> VerbsTransport<'a> {
     }
 }
 
-/// Connect every queue pair this rank prepared to the one its peer prepared for it.
+/// Connect every queue pair this rank prepared to the one its peer prepared for it, and each of
+/// its lanes' to the one the peer's lane of the same number prepared (as many lanes as both
+/// ranks have; the others' stay unconnected).
 fn connect_all(world: &[u32], me: usize, local: &Local<'_>, keys: &[VerbsKey]) -> Result<()> {
     for (r, k) in keys.iter().enumerate() {
         let mine = local.key.qpns[r];
@@ -482,6 +472,11 @@ fn connect_all(world: &[u32], me: usize, local: &Local<'_>, keys: &[VerbsKey]) -
         }
         if mine != 0 {
             local.ep.connect(world[r], k.port, theirs).map_err(ib_err)?;
+            let mine = local.key.lanes.get(r).map_or(0, Vec::len);
+            let theirs = k.lanes.get(me).map_or(&[][..], Vec::as_slice);
+            for (lane, &qpn) in local.lanes.iter().zip(theirs).take(mine) {
+                lane.lock().connect(world[r], k.port, qpn).map_err(ib_err)?;
+            }
         }
     }
     Ok(())
@@ -575,7 +570,7 @@ impl Transport for VerbsTransport<'_> {
         let native = || {
             let (peer, at) = self.at(target, space, offset, 8)?;
             self.ep
-                .atomic(peer, Self::nic_op(&acc), at, &|| self.alive(target))
+                .atomic(peer, nic_op(&acc), at, &|| self.alive(target))
                 .map_err(ib_err)
         };
         match self.path(target, space, offset, acc.elem, acc.op.kind(), acc.same_op)? {
@@ -764,5 +759,35 @@ impl<'a> Attach<'a> for VerbsTransport<'a> {
         if let Some(i) = attached.iter().position(|r| r.mem().addr() as u64 == addr) {
             attached.swap_remove(i);
         }
+    }
+
+    /// The endpoint's lanes to the targets `wired` names, each connected to as many as both
+    /// ranks have (`lanes.rs`); none where the endpoint has none.
+    fn lanes(&self, wired: &[bool]) -> Option<Box<dyn Lanes>> {
+        if self.lanes.is_empty() {
+            return None;
+        }
+        let targets = (self.targets.iter().enumerate())
+            .map(|(i, t)| {
+                let lanes = match wired.get(i) {
+                    Some(true) => (self.lanes.iter())
+                        .take_while(|l| l.lock().connected(t.peer))
+                        .count(),
+                    _ => 0,
+                };
+                (lanes > 0).then_some(lanes::LaneTarget {
+                    peer: t.peer,
+                    data: t.data,
+                    probe: ib::Remote {
+                        addr: t.ctrl.addr,
+                        rkey: t.ctrl.rkey,
+                    },
+                    lanes,
+                })
+            })
+            .collect();
+        let native = self.caps.native_atomics;
+        let lanes = lanes::VerbsLanes::new(self.lanes.clone(), targets, native, self.peers.clone());
+        lanes.map(|l| Box::new(l) as Box<dyn Lanes>)
     }
 }

@@ -1,0 +1,22 @@
+//! A remote region as the direct verbs transport's operations address it.
+
+use onesided_verbs as ib;
+
+/// A region of a peer's memory: its address, its remote key and its length.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Span {
+    pub(super) addr: u64,
+    pub(super) rkey: u32,
+    pub(super) len: usize,
+}
+
+impl Span {
+    /// The region `k` addresses, `len` bytes long.
+    pub(super) fn of(k: ib::RegionKey, len: usize) -> Span {
+        Span {
+            addr: k.addr,
+            rkey: k.rkey,
+            len,
+        }
+    }
+}
