@@ -675,9 +675,9 @@ fn rank_main(name: &str) -> i32 {
             return 2;
         }
     };
-    // The scenarios of threads sharing a window are MPI_THREAD_MULTIPLE (over direct verbs,
-    // their endpoints then have lanes).
-    let world = match name.contains("threads") {
+    // The scenarios of threads sharing a window (the fuzz test's bursts among them) are
+    // MPI_THREAD_MULTIPLE: over direct verbs, their endpoints then have lanes.
+    let world = match name.contains("threads") || name.starts_with("fuzz::") {
         true => World::init_thread(ThreadLevel::Multiple).map(|(w, _)| w),
         false => World::init(),
     };
