@@ -146,14 +146,19 @@ impl State {
 struct Core {
     /// Queue pairs by peer (dropped first: before the buffers and queues they use).
     links: RefCell<Vec<Option<Link>>>,
-    /// The receives of every queue pair, [`RECEIVES`] of them posted; `None` where the device
-    /// has no shared receive queues (then no peer's write carries immediate data here).
-    srq: Option<Srq>,
+    /// The receives of every queue pair (of its lanes' too), [`RECEIVES`] of them posted;
+    /// `None` where the device has no shared receive queues (then no peer's write carries
+    /// immediate data here).
+    srq: Option<Arc<Srq>>,
     state: RefCell<State>,
-    cq: Cq,
-    /// What a thread sleeps on until the queue gets an entry (after the queue: destroyed
-    /// after it); `None` where the device gives none.
-    channel: Option<Channel>,
+    /// Where its queue pairs' sends complete.
+    cq: Arc<Cq>,
+    /// Where its queue pairs' receives complete: `cq`, or for a lane the endpoint's, so that
+    /// the endpoint's polls hand over what peers' writes through lanes carried.
+    receives: Arc<Cq>,
+    /// What a thread sleeps on until the queue gets an entry (the queue holds it: destroyed
+    /// after it); `None` where the device gives none, and for a lane.
+    channel: Option<Arc<Channel>>,
     pd: Arc<Pd>,
     ctx: Arc<Context>,
     port: u8,
@@ -278,12 +283,14 @@ impl Endpoint {
         let ctx = Arc::new(ctx);
         set_nonblocking(&ctx)?;
         let pd = Pd::alloc(ctx.clone())?;
-        let channel = Channel::create(ctx.clone());
+        let channel = Channel::create(ctx.clone()).map(Arc::new);
         let cq = Cq::create(ctx.clone(), CQ_ENTRIES.min(info.max_cqe), channel.as_ref())?;
+        let cq = Arc::new(cq);
         let receives = RECEIVES.min(cq.size / 2).min(info.max_srq_wr);
         let srq = (receives > 0)
             .then(|| Srq::create(pd.clone(), receives))
-            .flatten();
+            .flatten()
+            .map(Arc::new);
         if let Some(srq) = &srq {
             (0..srq.depth).try_for_each(|_| srq.post_receive(RECEIVE))?;
         }
@@ -297,6 +304,7 @@ impl Endpoint {
                     ledger: Ledger::new(),
                     stage,
                 }),
+                receives: cq.clone(),
                 cq,
                 channel,
                 pd,
@@ -320,17 +328,19 @@ impl Endpoint {
     }
 
     /// An endpoint on this one's port and protection domain, so that the regions registered
-    /// here serve its operations too, with its own completion queue, staging buffers and
-    /// queue pairs, and no shared receive queue, completion channel, handler of immediate
-    /// data or reader of async events: what a lane is made of ([`Endpoint::lane`]).
+    /// here serve its operations too, with its own completion queue for its sends, staging
+    /// buffers and queue pairs, whose receives come from this endpoint's shared receive queue
+    /// and complete on its completion queue; no completion channel, handler of immediate data
+    /// or reader of async events: what a lane is made of ([`Endpoint::lane`]).
     pub(crate) fn sibling(&self) -> Result<Endpoint, VerbsError> {
         let c = &self.core;
-        let cq = Cq::create(c.ctx.clone(), c.cq.size, None)?;
+        let cq = Arc::new(Cq::create(c.ctx.clone(), c.cq.size, None)?);
         let stage = Stage::new(c.pd.clone())?;
         Ok(Endpoint {
             core: Rc::new(Core {
                 links: RefCell::new(Vec::new()),
-                srq: None,
+                srq: c.srq.clone(),
+                receives: c.receives.clone(),
                 state: RefCell::new(State {
                     ledger: Ledger::new(),
                     stage,
@@ -420,7 +430,15 @@ impl Endpoint {
     /// A queue pair for `peer`, ready to be connected: its number, which the peer connects to.
     pub fn prepare(&self, peer: u32) -> Result<u32, VerbsError> {
         let c = &self.core;
-        let qp = Qp::create(c.pd.clone(), &c.cq, c.depth, c.srq.as_ref(), c.inline.get())?;
+        let srq = c.srq.as_deref();
+        let qp = Qp::create(
+            c.pd.clone(),
+            &c.cq,
+            &c.receives,
+            c.depth,
+            srq,
+            c.inline.get(),
+        )?;
         c.inline.set(qp.max_inline);
         qp.init(c.port)?;
         let num = qp.num();

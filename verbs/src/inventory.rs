@@ -28,6 +28,6 @@ fn probe_inline(ctx: &Context) -> Result<u32, VerbsError> {
     let ctx = Arc::new(Context::open(&ctx.name)?);
     let pd = Pd::alloc(ctx.clone())?;
     let cq = Cq::create(ctx, 2, None)?;
-    let qp = Qp::create(pd, &cq, 1, None, 1024)?;
+    let qp = Qp::create(pd, &cq, &cq, 1, None, 1024)?;
     Ok(qp.max_inline)
 }

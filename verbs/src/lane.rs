@@ -9,6 +9,14 @@
 //! and connected as the endpoint's are ([`LaneGuard::prepare`], [`LaneGuard::connect`]); the
 //! peer's NIC serves it, so the peer makes no call for it.
 //!
+//! A lane's queue pairs take their receives from the endpoint's shared receive queue and
+//! complete them on the endpoint's completion queue: a peer's write with immediate data through
+//! a lane ([`LaneGuard::write_notify`]) is handed over by the endpoint's polls, as through the
+//! endpoint's own queue pairs, and wakes a thread asleep on the endpoint's channel. (So a lane's
+//! disconnect, which polls the lane's queue alone, may lose the receives that writes through it
+//! took since the endpoint last polled: it is for queue pairs that never carried one, those of a
+//! window whose creation failed.)
+//!
 //! Unlike an endpoint's, a lane's operations all complete in their call or at a flush: nothing
 //! of it (no [`Ticket`](crate::Ticket), no region) outlives the lock its call holds.
 
@@ -43,11 +51,11 @@ impl std::fmt::Debug for Lane {
 impl Endpoint {
     /// A lane of this endpoint ([`Lane`]): an endpoint of its own on the same port and
     /// protection domain, so that the regions registered here serve its operations too, with
-    /// its own completion queue, staging buffers and queue pairs (prepared and connected as
-    /// this endpoint's are), and no shared receive queue, completion channel or handler of
-    /// immediate data: no peer's write with immediate data goes to a lane, and a lane's waits
-    /// poll. It does not read the device's async events: a queue pair of it that breaks fails
-    /// its work through its completions.
+    /// its own completion queue for its sends, staging buffers and queue pairs (prepared and
+    /// connected as this endpoint's are), whose receives this endpoint's shared receive queue
+    /// gives and its completion queue reports; no completion channel: a lane's waits poll. It
+    /// does not read the device's async events: a queue pair of it that breaks fails its work
+    /// through its completions.
     pub fn lane(&self) -> Result<Lane, VerbsError> {
         Ok(Lane {
             ep: Mutex::new(self.sibling()?),
@@ -111,6 +119,23 @@ impl LaneGuard<'_> {
         live: &dyn Fn() -> Waiting,
     ) -> Result<(), VerbsError> {
         self.ep.write(peer, src, to, live)
+    }
+
+    /// [`Endpoint::write_notify`]: the peer's endpoint hands `imm` over.
+    pub fn write_notify(
+        &self,
+        peer: u32,
+        src: &[u8],
+        to: Remote,
+        imm: u32,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        self.ep.write_notify(peer, src, to, imm, live)
+    }
+
+    /// [`Endpoint::max_message`].
+    pub fn max_message(&self) -> usize {
+        self.ep.max_message()
     }
 
     /// [`Endpoint::read`].

@@ -52,6 +52,13 @@ pub(crate) struct Channel {
     raw: *mut sys::ibv_comp_channel,
 }
 
+// SAFETY: a completion channel of a context that is `Send` and `Sync`; libibverbs lets any
+// thread use it. Shared through `Arc` by the endpoint that sleeps on it and the completion
+// queue reporting on it, destroyed once, after that queue.
+unsafe impl Send for Channel {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Channel {}
+
 impl Channel {
     /// A channel of `ctx` whose descriptor does not block (`None` where the device gives
     /// none: its waiters nap instead).
@@ -122,16 +129,27 @@ pub(crate) struct Cq {
     pub(crate) raw: *mut sys::ibv_cq,
     /// Entries it holds.
     pub(crate) size: u32,
+    /// The channel it reports on, destroyed after it.
+    _channel: Option<Arc<Channel>>,
 }
+
+// SAFETY: a completion queue of a context that is `Send` and `Sync`; libibverbs lets any
+// thread poll it or create queue pairs that complete on it. Shared through `Arc` by an endpoint,
+// which polls it, and its lanes, whose queue pairs complete their receives on it; destroyed once,
+// after every queue pair that completes on it.
+unsafe impl Send for Cq {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Cq {}
 
 impl Cq {
     /// A queue of `size` entries (at least), reporting on `channel` where there is one.
     pub(crate) fn create(
         ctx: Arc<Context>,
         size: u32,
-        channel: Option<&Channel>,
+        channel: Option<&Arc<Channel>>,
     ) -> Result<Cq, VerbsError> {
         let size = size.max(1);
+        let reports = channel.cloned();
         let channel = channel.map_or(std::ptr::null_mut(), |c| c.raw);
         // SAFETY: `ctx.raw` is an open context; `channel` is null or a live channel of it,
         // which outlives the queue; vector 0.
@@ -142,7 +160,12 @@ impl Cq {
         }
         // SAFETY: `raw` is the queue just created; `cqe` is what the device gave.
         let size = unsafe { (*raw).cqe }.max(1) as u32;
-        Ok(Cq { ctx, raw, size })
+        Ok(Cq {
+            ctx,
+            raw,
+            size,
+            _channel: reports,
+        })
     }
 
     /// Move up to `room.len()` completions into `room`, which need not be initialized (zeroing
@@ -185,8 +208,9 @@ impl Cq {
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // SAFETY: created by ibv_create_cq; the endpoint drops its queue pairs first, and every
-        // event of its channel was acknowledged when taken.
+        // SAFETY: created by ibv_create_cq; every queue pair completing on it holds it (an
+        // endpoint and its lanes drop their queue pairs first), and every event of its channel
+        // was acknowledged when taken. The channel goes after it (a field).
         unsafe { (self.ctx.lib.destroy_cq)(self.raw) };
     }
 }
@@ -212,6 +236,13 @@ pub(crate) struct Srq {
     /// Entries it holds.
     pub(crate) depth: u32,
 }
+
+// SAFETY: a shared receive queue of a protection domain that is `Send` and `Sync`; libibverbs
+// lets any thread post to it, and queue pairs of any thread take from it. Shared through `Arc`
+// by an endpoint and its lanes, destroyed once, after every queue pair attached to it.
+unsafe impl Send for Srq {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Srq {}
 
 impl Srq {
     /// A shared receive queue of up to `depth` entries (fewer where the device grants fewer),
@@ -281,12 +312,13 @@ pub(crate) struct Qp {
 }
 
 impl Qp {
-    /// A queue pair in RESET of `depth` send entries on `cq`, taking its receives from `srq`
-    /// (none without), with `inline` bytes of inline data or the most the device allows below
-    /// it.
+    /// A queue pair in RESET of `depth` send entries completing on `cq`, taking its receives
+    /// from `srq` (none without) and completing them on `receives`, with `inline` bytes of
+    /// inline data or the most the device allows below it.
     pub(crate) fn create(
         pd: Arc<Pd>,
         cq: &Cq,
+        receives: &Cq,
         depth: u32,
         srq: Option<&Srq>,
         inline: u32,
@@ -295,7 +327,7 @@ impl Qp {
         loop {
             let mut attr = sys::ibv_qp_init_attr {
                 send_cq: cq.raw,
-                recv_cq: cq.raw,
+                recv_cq: receives.raw,
                 srq: srq.map_or(std::ptr::null_mut(), |s| s.raw),
                 cap: sys::ibv_qp_cap {
                     max_send_wr: depth,

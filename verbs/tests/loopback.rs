@@ -61,7 +61,9 @@ mod on_a_device {
     /// endpoint's queue pair is), each making 100 fetch-adds on one word through whichever
     /// lane is free and a write to its own slot; after a flush of every lane the count is
     /// exact, each value fetched was seen once, every slot holds its writer's bytes, and the
-    /// endpoint's own read sees the count. The lanes are dropped on another thread.
+    /// endpoint's own read sees the count. Then a thread's writes with immediate data through a
+    /// lane are handed over by the endpoint's polls, in order. The lanes are dropped on another
+    /// thread.
     #[test]
     fn threads_share_lanes_and_what_they_do_lands() {
         let Some((ep, mem, win)) = open(1 << 20) else {
@@ -111,6 +113,28 @@ mod on_a_device {
         let mut back = [0u8; 8];
         ep.read(PEER, &mut back, counter, &poll).unwrap();
         assert_eq!(u64::from_ne_bytes(back), 400);
+
+        // Writes with immediate data through a lane, from another thread: the endpoint's polls
+        // hand them over (the lane's queue pair takes its receives from the endpoint's shared
+        // receive queue), in order, each after its bytes.
+        let handed = handed_at(&ep);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let lane = lanes[1].lock();
+                for imm in 1..=10u32 {
+                    let slot = at(win, 8192 + 4 * imm as usize);
+                    lane.write_notify(PEER, &imm.to_le_bytes(), slot, imm, &poll)
+                        .unwrap();
+                }
+                lane.flush(PEER, win, &poll).unwrap();
+            });
+        });
+        poll_until(&ep, &handed, 10, &for_secs(10));
+        assert_eq!(*handed.borrow(), (1..=10).collect::<Vec<u32>>());
+        for imm in 1..=10usize {
+            let bytes = mem.to_vec(8192 + 4 * imm, 4).unwrap();
+            assert_eq!(bytes, (imm as u32).to_le_bytes(), "the bytes of {imm}");
+        }
         std::thread::spawn(move || drop(lanes)).join().unwrap();
     }
 

@@ -22,8 +22,12 @@
 //! peer: the next flush of the peer by any thread reports it, as does the flush at the end of
 //! sharing ([`Lanes::drain`]).
 //!
-//! Not through lanes (the window's thread makes them): notified puts and gets (a lane's queue
-//! pair has no receives for a write with immediate data), and accumulates the NIC does not run.
+//! A notified put is one write with immediate data through the lane, as the window's are: the
+//! peer's lane takes its receive from the peer endpoint's shared receive queue and reports it
+//! on that endpoint's completion queue, which the target polls. Not through lanes (the window's
+//! thread makes them): notified gets (the read, then the signal and where the target sleeps its
+//! wake, which read this rank's control block), notified puts the target cannot take as one
+//! write, and accumulates the NIC does not run.
 
 use super::names::{ib_err, nic_op};
 use super::span::Span;
@@ -31,7 +35,7 @@ use crate::error::Result;
 use crate::peers::Peers;
 use crate::protocol::native::NativeOps;
 use crate::protocol::reduce::{Elem, Op};
-use crate::transport::{AccOp, Accumulate, Lanes, Path, path_at};
+use crate::transport::{AccOp, Accumulate, Lanes, Path, notice_data, path_at};
 use onesided_verbs as ib;
 use std::cell::Cell;
 use std::sync::Arc;
@@ -56,6 +60,9 @@ pub(super) struct LaneTarget {
     pub(super) probe: ib::Remote,
     /// How many lanes are connected to it (the first so many).
     pub(super) lanes: usize,
+    /// Its window's tag in its notices (`VerbsKey::notify`): 0 where it takes no notification
+    /// with a write.
+    pub(super) notify: u32,
 }
 
 /// The lanes of a window's endpoint, as one sharing of the window uses them.
@@ -182,9 +189,27 @@ impl Lanes for VerbsLanes {
         )
     }
 
-    /// Through the window's thread: a lane's queue pair takes no write with immediate data.
-    fn put_notify(&self, _: usize, _: usize, _: &[u8], _: usize) -> Option<Result<()>> {
-        None
+    /// One write with immediate data, where the target takes notifications with writes and
+    /// the bytes fit one work request.
+    fn put_notify(
+        &self,
+        target: usize,
+        offset: usize,
+        src: &[u8],
+        id: usize,
+    ) -> Option<Result<()>> {
+        let tag = self.targets.get(target).copied().flatten()?.notify;
+        let imm = u32::try_from(notice_data(tag, id))
+            .ok()
+            .filter(|_| tag != 0)?;
+        self.on_lane(target, offset, src.len(), |lane, peer, to, live| {
+            if src.len() > lane.max_message() {
+                return Ok(None);
+            }
+            let done = lane.write_notify(peer, src, to, imm, live);
+            done.map(Some).map_err(ib_err)
+        })
+        .and_then(Result::transpose)
     }
 
     /// Through the window's thread, which signals the target as its notified puts do.

@@ -783,6 +783,7 @@ impl<'a> Attach<'a> for VerbsTransport<'a> {
                         rkey: t.ctrl.rkey,
                     },
                     lanes,
+                    notify: t.notify,
                 })
             })
             .collect();
