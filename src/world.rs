@@ -153,7 +153,7 @@ pub struct World {
 /// for; the handles work at every level, since the window's own thread makes the calls it
 /// cannot leave to the calling threads. At [`ThreadLevel::Multiple`] (for the process, as in
 /// MPI) the direct verbs transport also gives its endpoints lanes, through which the threads
-/// of a shared window put, get, make notified puts and run NIC atomics themselves
+/// of a shared window put, get, make notified puts and gets and run NIC atomics themselves
 /// (`ONESIDED_VERBS_LANES`).
 ///
 /// # MPI-4.1: 11.6 (MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE)

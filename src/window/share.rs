@@ -18,7 +18,7 @@
 //! them through an endpoint of its own, opened at its first such call, and its flush of such a
 //! target completes what every thread's endpoint and the window's thread issued to it. Over
 //! direct verbs, where the world is MPI_THREAD_MULTIPLE ([`World::init_thread`](crate::World::init_thread)),
-//! the same calls but notified gets go through lanes of the window's endpoint, made and
+//! the same calls go through lanes of the window's endpoint, made and
 //! connected with it (`transport/verbs/lanes.rs`); a flush there completes every lane's
 //! operations to the target, and the window's thread's where it made calls since it last
 //! flushed the target.

@@ -133,6 +133,16 @@ impl LaneGuard<'_> {
         self.ep.write_notify(peer, src, to, imm, live)
     }
 
+    /// [`Endpoint::wake`].
+    pub fn wake(
+        &self,
+        peer: u32,
+        probe: Remote,
+        live: &dyn Fn() -> Waiting,
+    ) -> Result<(), VerbsError> {
+        self.ep.wake(peer, probe, live)
+    }
+
     /// [`Endpoint::max_message`].
     pub fn max_message(&self) -> usize {
         self.ep.max_message()

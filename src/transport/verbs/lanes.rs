@@ -24,22 +24,25 @@
 //!
 //! A notified put is one write with immediate data through the lane, as the window's are: the
 //! peer's lane takes its receive from the peer endpoint's shared receive queue and reports it
-//! on that endpoint's completion queue, which the target polls. Not through lanes (the window's
-//! thread makes them): notified gets (the read, then the signal and where the target sleeps its
-//! wake, which read this rank's control block), notified puts the target cannot take as one
-//! write, and accumulates the NIC does not run.
+//! on that endpoint's completion queue, which the target polls. A notified get is the read,
+//! then the NIC's addition to the target's counter of the id, then, where the target sleeps on
+//! its completion channel (its notice in this rank's control block), a wake, as the window's
+//! signals go. Not through lanes (the window's thread makes them): notified puts the target
+//! cannot take as one write, and accumulates the NIC does not run.
 
 use super::names::{ib_err, nic_op};
 use super::span::Span;
 use crate::error::Result;
 use crate::peers::Peers;
+use crate::protocol::layout;
 use crate::protocol::native::NativeOps;
 use crate::protocol::reduce::{Elem, Op};
 use crate::transport::{AccOp, Accumulate, Lanes, Path, notice_data, path_at};
+use onesided_shm::Mem;
 use onesided_verbs as ib;
 use std::cell::Cell;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Numbers the threads as they first take a lane.
 static THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -56,8 +59,11 @@ pub(super) struct LaneTarget {
     pub(super) peer: u32,
     /// Its window memory.
     pub(super) data: Span,
-    /// Memory of it a flush's probe addresses (its control block).
-    pub(super) probe: ib::Remote,
+    /// Its control block (a flush's probe addresses it; notification counters are in it).
+    pub(super) ctrl: Span,
+    /// It sleeps on its completion channel: a signal to it where its sleep notice is set is
+    /// followed by a wake (`VerbsKey::wakes`).
+    pub(super) wakes: bool,
     /// How many lanes are connected to it (the first so many).
     pub(super) lanes: usize,
     /// Its window's tag in its notices (`VerbsKey::notify`): 0 where it takes no notification
@@ -75,6 +81,9 @@ pub(super) struct VerbsLanes {
     /// What the window runs on the NIC.
     native: NativeOps,
     peers: Peers,
+    /// This rank's control block, where the targets' sleep notices are (a `Mem` is not `Sync`:
+    /// read under a lock, at a notified get).
+    notices: Mutex<Mem<'static>>,
 }
 
 impl VerbsLanes {
@@ -84,13 +93,23 @@ impl VerbsLanes {
         targets: Vec<Option<LaneTarget>>,
         native: NativeOps,
         peers: Peers,
+        notices: Mem<'static>,
     ) -> Option<VerbsLanes> {
         targets.iter().any(Option::is_some).then_some(VerbsLanes {
             lanes,
             targets,
             native,
             peers,
+            notices: Mutex::new(notices),
         })
+    }
+
+    /// Whether `target`'s sleep notice in this rank's control block is set.
+    fn asleep(&self, target: usize) -> bool {
+        let at = layout::asleep_slot(self.targets.len(), target);
+        let mem = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
+        let word = mem.atomic_u64(at);
+        word.is_ok_and(|w| w.load(Ordering::Acquire) != 0)
     }
 
     /// How a wait on `target` goes on: give up once the job has a failure or its process is
@@ -115,10 +134,7 @@ impl VerbsLanes {
         if offset.checked_add(len)? > t.data.len {
             return None;
         }
-        let at = ib::Remote {
-            addr: t.data.addr + offset as u64,
-            rkey: t.data.rkey,
-        };
+        let at = remote(t.data, offset);
         let lane = self.take(t.lanes)?;
         Some(op(&lane, t.peer, at, &|| self.alive(target)))
     }
@@ -151,12 +167,20 @@ impl VerbsLanes {
             if lane.idle(t.peer) {
                 continue;
             }
-            let done = lane.flush(t.peer, t.probe, &|| self.alive(target));
+            let done = lane.flush(t.peer, remote(t.ctrl, 0), &|| self.alive(target));
             if first.is_ok() {
                 first = done.map_err(ib_err);
             }
         }
         first
+    }
+}
+
+/// Where `offset` of `span` is, as an operation addresses it.
+fn remote(span: Span, offset: usize) -> ib::Remote {
+    ib::Remote {
+        addr: span.addr + offset as u64,
+        rkey: span.rkey,
     }
 }
 
@@ -212,9 +236,30 @@ impl Lanes for VerbsLanes {
         .and_then(Result::transpose)
     }
 
-    /// Through the window's thread, which signals the target as its notified puts do.
-    fn get_notify(&self, _: usize, _: usize, _: &mut [u8], _: usize) -> Option<Result<()>> {
-        None
+    fn get_notify(
+        &self,
+        target: usize,
+        offset: usize,
+        dst: &mut [u8],
+        slot: usize,
+    ) -> Option<Result<()>> {
+        let t = self.targets.get(target).copied().flatten()?;
+        if slot.checked_add(8)? > t.ctrl.len {
+            return None;
+        }
+        let counter = remote(t.ctrl, slot);
+        let wake = t.wakes && layout::rings_doorbell(slot);
+        self.on_lane(target, offset, dst.len(), |lane, peer, from, live| {
+            if !dst.is_empty() {
+                lane.read(peer, dst, from, live).map_err(ib_err)?;
+            }
+            let add = ib::Atomic::FetchAdd(1);
+            lane.atomic(peer, add, counter, live).map_err(ib_err)?;
+            if wake && self.asleep(target) {
+                lane.wake(peer, remote(t.ctrl, 0), live).map_err(ib_err)?;
+            }
+            Ok(())
+        })
     }
 
     fn runs_on_nic(&self, target: usize, offset: usize, acc: Accumulate) -> bool {

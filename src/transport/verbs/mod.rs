@@ -778,17 +778,22 @@ impl<'a> Attach<'a> for VerbsTransport<'a> {
                 (lanes > 0).then_some(lanes::LaneTarget {
                     peer: t.peer,
                     data: t.data,
-                    probe: ib::Remote {
-                        addr: t.ctrl.addr,
-                        rkey: t.ctrl.rkey,
-                    },
+                    ctrl: t.ctrl,
+                    wakes: t.wakes,
                     lanes,
                     notify: t.notify,
                 })
             })
             .collect();
         let native = self.caps.native_atomics;
-        let lanes = lanes::VerbsLanes::new(self.lanes.clone(), targets, native, self.peers.clone());
+        let notices = self.ctrl.mem().clone();
+        let lanes = lanes::VerbsLanes::new(
+            self.lanes.clone(),
+            targets,
+            native,
+            self.peers.clone(),
+            notices,
+        );
         lanes.map(|l| Box::new(l) as Box<dyn Lanes>)
     }
 }
