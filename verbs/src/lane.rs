@@ -35,9 +35,11 @@ pub struct Lane {
 // here the endpoint is reached only under the mutex, and no method of `LaneGuard` returns a
 // ticket or anything else holding that `Rc` (the tickets some of them make are dropped before
 // they return), so the count and the cells are only ever touched by the thread holding the
-// lock. Its verbs objects (queue pairs, completion queue, memory registrations) are used
-// through libibverbs, whose calls may be made from any thread, and the context and protection
-// domain it shares with the endpoint it was made from are held through `Arc` and are `Sync`.
+// lock; nor does any set a handler of immediate data (a lane has none, and its polls never
+// see a receive). Its verbs objects (queue pairs, completion queue, memory registrations) are
+// used through libibverbs, whose calls may be made from any thread, and what it shares with
+// the endpoint it was made from (context, protection domain, shared receive queue and the
+// queue its receives complete on) is held through `Arc` and is `Sync`.
 unsafe impl Send for Lane {}
 // SAFETY: as for `Send`: every access to the endpoint inside goes through the mutex.
 unsafe impl Sync for Lane {}
