@@ -20,7 +20,9 @@
 //! signal to a target that does not sleep is one operation, as before; a signal that crossed
 //! the notice on its way wakes the target at the end of its sleep's slice ([`SLICE`]).
 //! Memory attached to a dynamic window is registered when it is attached and deregistered when
-//! it is detached; origins learn its key from the owner's attach table.
+//! it is detached; origins learn its key from the owner's attach table. Where a world of the
+//! process is MPI_THREAD_MULTIPLE, the endpoint also has lanes, prepared and connected with its
+//! queue pairs, through which the threads of a shared window make their calls (`lanes.rs`).
 //!
 //! # MPI-4.1: 12.3 (communication calls), 12.5.4 (flush), 12.7 (semantics and correctness)
 
