@@ -30,14 +30,15 @@
 //! signals go. Not through lanes (the window's thread makes them): notified puts the target
 //! cannot take as one write, and accumulates the NIC does not run.
 
-use super::names::{ib_err, nic_op};
+use super::names::{ib_err, nic_op, waiting};
+use super::notices;
 use super::span::Span;
 use crate::error::Result;
 use crate::peers::Peers;
 use crate::protocol::layout;
 use crate::protocol::native::NativeOps;
 use crate::protocol::reduce::{Elem, Op};
-use crate::transport::{AccOp, Accumulate, Lanes, Path, notice_data, path_at};
+use crate::transport::{Accumulate, AccumulateMany, Lanes, Path, notice_data, path_at};
 use onesided_shm::Mem;
 use onesided_verbs as ib;
 use std::cell::Cell;
@@ -106,19 +107,13 @@ impl VerbsLanes {
 
     /// Whether `target`'s sleep notice in this rank's control block is set.
     fn asleep(&self, target: usize) -> bool {
-        let at = layout::asleep_slot(self.targets.len(), target);
-        let mem = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
-        let word = mem.atomic_u64(at);
-        word.is_ok_and(|w| w.load(Ordering::Acquire) != 0)
+        let ctrl = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
+        notices::asleep(&ctrl, self.targets.len(), target)
     }
 
-    /// How a wait on `target` goes on: give up once the job has a failure or its process is
-    /// gone.
+    /// How a wait on `target` goes on.
     fn alive(&self, target: usize) -> ib::Waiting {
-        match self.peers.job_alive().is_err() || self.peers.gone(target) {
-            true => ib::Waiting::GiveUp,
-            false => ib::Waiting::Poll,
-        }
+        waiting(&self.peers, target)
     }
 
     /// `op` on a lane to `target` taken by this thread, with the remote address of `len` bytes at
@@ -134,7 +129,7 @@ impl VerbsLanes {
         if offset.checked_add(len)? > t.data.len {
             return None;
         }
-        let at = remote(t.data, offset);
+        let at = t.data.at(offset);
         let lane = self.take(t.lanes)?;
         Some(op(&lane, t.peer, at, &|| self.alive(target)))
     }
@@ -167,20 +162,12 @@ impl VerbsLanes {
             if lane.idle(t.peer) {
                 continue;
             }
-            let done = lane.flush(t.peer, remote(t.ctrl, 0), &|| self.alive(target));
+            let done = lane.flush(t.peer, t.ctrl.at(0), &|| self.alive(target));
             if first.is_ok() {
                 first = done.map_err(ib_err);
             }
         }
         first
-    }
-}
-
-/// Where `offset` of `span` is, as an operation addresses it.
-fn remote(span: Span, offset: usize) -> ib::Remote {
-    ib::Remote {
-        addr: span.addr + offset as u64,
-        rkey: span.rkey,
     }
 }
 
@@ -247,7 +234,7 @@ impl Lanes for VerbsLanes {
         if slot.checked_add(8)? > t.ctrl.len {
             return None;
         }
-        let counter = remote(t.ctrl, slot);
+        let counter = t.ctrl.at(slot);
         let wake = t.wakes && layout::rings_doorbell(slot);
         self.on_lane(target, offset, dst.len(), |lane, peer, from, live| {
             if !dst.is_empty() {
@@ -256,7 +243,7 @@ impl Lanes for VerbsLanes {
             let add = ib::Atomic::FetchAdd(1);
             lane.atomic(peer, add, counter, live).map_err(ib_err)?;
             if wake && self.asleep(target) {
-                lane.wake(peer, remote(t.ctrl, 0), live).map_err(ib_err)?;
+                lane.wake(peer, t.ctrl.at(0), live).map_err(ib_err)?;
             }
             Ok(())
         })
@@ -288,28 +275,23 @@ impl Lanes for VerbsLanes {
         operands: &[u8],
         result: &mut [u8],
     ) -> Option<Result<()>> {
-        let size = elem.size();
-        let one = |i: usize| Accumulate {
-            elem,
-            op: AccOp::Apply(op),
-            operand: crate::transport::bits(&operands[i * size..(i + 1) * size]),
-            same_op: false,
-        };
         // The caller found the first element's accumulate on the NIC (with the window's
         // `same_op`, which decides nothing else here).
-        let count = operands.len() / size;
+        let acc = AccumulateMany {
+            elem,
+            op,
+            operands,
+            granularity: 0,
+            same_op: false,
+        };
+        let (count, size) = (acc.count(), elem.size());
+        let data = self.targets.get(target).copied().flatten()?.data;
         if count == 0 || result.len() != operands.len() {
             return None;
         }
-        self.on_lane(target, offset, operands.len(), |lane, peer, at, live| {
+        self.on_lane(target, offset, operands.len(), |lane, peer, _, live| {
             let ops: Vec<(ib::Atomic, ib::Remote)> = (0..count)
-                .map(|i| {
-                    let to = ib::Remote {
-                        addr: at.addr + (i * size) as u64,
-                        rkey: at.rkey,
-                    };
-                    (nic_op(&one(i)), to)
-                })
+                .map(|i| (nic_op(&acc.element(i)), data.at(offset + i * size)))
                 .collect();
             lane.atomics(peer, &ops, result, live).map_err(ib_err)
         })

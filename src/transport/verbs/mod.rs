@@ -29,6 +29,7 @@
 mod key;
 mod lanes;
 mod names;
+mod notices;
 mod resources;
 mod span;
 
@@ -45,7 +46,7 @@ use crate::protocol::layout;
 use crate::protocol::reduce::Elem;
 use crate::world::Comm;
 use key::VerbsKey;
-use names::{ib_err, nic_op};
+use names::{ib_err, nic_op, waiting};
 use onesided_shm::Mem;
 use onesided_verbs as ib;
 use span::Span;
@@ -353,13 +354,7 @@ impl<'a> VerbsTransport<'a> {
             },
         };
         match offset.checked_add(len) {
-            Some(end) if end <= r.len => Ok((
-                t.peer,
-                ib::Remote {
-                    addr: r.addr + offset as u64,
-                    rkey: r.rkey,
-                },
-            )),
+            Some(end) if end <= r.len => Ok((t.peer, r.at(offset))),
             _ => Err(outside(target, offset, len, r.len)),
         }
     }
@@ -367,10 +362,7 @@ impl<'a> VerbsTransport<'a> {
     /// How a wait on `target` should go on: give up once the job has a failure or the rank's
     /// process is gone.
     fn alive(&self, target: usize) -> ib::Waiting {
-        match self.peers.job_alive().is_err() || self.peers.gone(target) {
-            true => ib::Waiting::GiveUp,
-            false => ib::Waiting::Poll,
-        }
+        waiting(&self.peers, target)
     }
 
     /// Wake `target` after a change of the control word at `offset`, where a waiter there may
@@ -389,9 +381,7 @@ impl<'a> VerbsTransport<'a> {
 
     /// Whether `target`'s sleep notice in this rank's control block is set.
     fn asleep(&self, target: usize) -> bool {
-        let at = layout::asleep_slot(self.targets.len(), target);
-        let word = self.ctrl.mem().atomic_u64(at);
-        word.is_ok_and(|w| w.load(std::sync::atomic::Ordering::Acquire) != 0)
+        notices::asleep(self.ctrl.mem(), self.targets.len(), target)
     }
 
     /// Write `v` as this rank's sleep notice into every rank's control block. Best effort: a

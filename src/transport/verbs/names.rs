@@ -1,7 +1,8 @@
 //! The verbs names of onesided's: a verbs failure as an MPI error, an accumulate as the NIC
-//! atomic that runs it.
+//! atomic that runs it, the ranks' state as what a wait on one of them should do.
 
 use crate::error::{Error, ErrorClass};
+use crate::peers::Peers;
 use crate::protocol::reduce::Op;
 use crate::transport::{AccOp, Accumulate};
 use onesided_verbs as ib;
@@ -26,5 +27,14 @@ pub(super) fn nic_op(acc: &Accumulate) -> ib::Atomic {
         },
         AccOp::Apply(Op::NoOp) => ib::Atomic::FetchAdd(0),
         AccOp::Apply(_) => ib::Atomic::FetchAdd(acc.operand),
+    }
+}
+
+/// How a wait on `target` should go on: give up once the job has a failure or the rank's
+/// process is gone.
+pub(super) fn waiting(peers: &Peers, target: usize) -> ib::Waiting {
+    match peers.job_alive().is_err() || peers.gone(target) {
+        true => ib::Waiting::GiveUp,
+        false => ib::Waiting::Poll,
     }
 }

@@ -19,4 +19,12 @@ impl Span {
             len,
         }
     }
+
+    /// Where `offset` of it is, as an operation addresses it (the caller checked the range).
+    pub(super) fn at(self, offset: usize) -> ib::Remote {
+        ib::Remote {
+            addr: self.addr + offset as u64,
+            rkey: self.rkey,
+        }
+    }
 }
