@@ -92,6 +92,8 @@ pub(crate) struct Core {
     pub(crate) rung: AtomicU64,
     /// The node runs more processes than it has CPUs ([`crate::Endpoint::set_crowded`]).
     pub(crate) crowded: AtomicBool,
+    /// The progress thread has no CPU of its own ([`crate::Endpoint::set_no_spare_cpu`]).
+    pub(crate) no_spare_cpu: AtomicBool,
     /// Where there is a serving port: peers address the issuing port (peers on this node), and
     /// peers of other processes address the serving one. Waits on what peers do poll every
     /// round the ports peers address (the serving one while neither is known).
@@ -165,9 +167,12 @@ impl Core {
 
     /// After traffic woke this thread: serve the peers back to back for [`HOT`], since
     /// operations come in bursts, unless the owner starts driving the endpoint meanwhile. On a
-    /// crowded node it yields the core after every poll: spinning there took the CPUs from the
-    /// ranks it serves (a fence of 8 ranks over the shm provider on 2 cores: 1.1-1.7 ms, against
-    /// 0.11-0.14 ms with the yields).
+    /// crowded node, or where the progress threads have no CPU of their own, it yields the core
+    /// after every poll: spinning there took the CPUs from the ranks it serves (a fence of 8
+    /// ranks over the shm provider on 2 cores: 1.1-1.7 ms, against 0.11-0.14 ms with the
+    /// yields; IMB's Truly_passive_put over the shm provider, 2 ranks on 2 cores, where the
+    /// owner's waits outside the fabric yield too: 33-48 us a put, flush and barrier, against
+    /// 3.2-4.6 us).
     fn hot(&self) {
         let began = self.stamps.now();
         self.poll_back_to_back(HOT, || self.active.load(Ordering::Relaxed) < began);
@@ -184,13 +189,14 @@ impl Core {
     }
 
     /// Poll both ports back to back for at most `limit` while `go_on` holds, yielding the core
-    /// after every poll on a crowded node.
+    /// after every poll on a crowded node or without a CPU of its own.
     fn poll_back_to_back(&self, limit: Duration, go_on: impl Fn() -> bool) {
         let since = Instant::now();
-        let crowded = self.crowded.load(Ordering::Relaxed);
+        let yields =
+            self.crowded.load(Ordering::Relaxed) || self.no_spare_cpu.load(Ordering::Relaxed);
         while since.elapsed() < limit && go_on() {
             self.poll_all();
-            match crowded {
+            match yields {
                 true => std::thread::yield_now(),
                 false => std::hint::spin_loop(),
             }

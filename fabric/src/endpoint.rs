@@ -128,6 +128,7 @@ impl Endpoint {
             pids: Mutex::default(),
             rung: AtomicU64::new(0),
             crowded: AtomicBool::new(false),
+            no_spare_cpu: AtomicBool::new(false),
             near: AtomicBool::new(false),
             far: AtomicBool::new(false),
             mail: OnceLock::new(),
@@ -232,6 +233,14 @@ impl Endpoint {
     /// that the peer waited for gets the CPU.
     pub fn set_crowded(&self) {
         self.core.crowded.store(true, Ordering::Relaxed);
+    }
+
+    /// The node has CPUs for its processes but not also for their progress threads: the
+    /// progress thread, serving back to back after a wake, yields the core after every poll,
+    /// so that the thread of its own process or of a peer that shares the CPU with it runs
+    /// meanwhile. A wait still polls back to back first (unlike [`Endpoint::set_crowded`]).
+    pub fn set_no_spare_cpu(&self) {
+        self.core.no_spare_cpu.store(true, Ordering::Relaxed);
     }
 
     /// Whether local buffers must be registered (`FI_MR_LOCAL`).

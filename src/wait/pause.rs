@@ -1,13 +1,14 @@
 //! How a waiter pauses before it sleeps: spin, then yield, for how long.
 
-use super::crowd::{CROWDED_YIELDS, crowded};
+use super::crowd::{CROWDED_YIELDS, contended};
 use crossbeam_utils::Backoff;
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// What a waiter does before it sleeps: where every rank has a CPU, crossbeam's
 /// spin-then-yield [`Backoff`], and for a patient waiter its yields go on until [`YIELD_FOR`]
-/// has passed; on a crowded node, only yields.
+/// has passed; on a crowded node, only yields (crowded here: its ranks, with their progress
+/// threads where one serves this process, outnumber its CPUs, [`contended`]).
 pub(super) struct Pause {
     backoff: Backoff,
     /// Spins so far of a brief waiter ([`Pause::brief`]), which never yields; `None` for others.
@@ -51,7 +52,7 @@ impl Pause {
     /// may need its CPU.
     pub(super) fn brief() -> Pause {
         Pause {
-            spins: (!crowded()).then(|| Cell::new(0)),
+            spins: (!contended()).then(|| Cell::new(0)),
             ..Pause::new()
         }
     }
@@ -60,7 +61,7 @@ impl Pause {
         Pause {
             spins: None,
             backoff: Backoff::new(),
-            yields: crowded().then(|| Cell::new(0)),
+            yields: contended().then(|| Cell::new(0)),
             yield_for,
             yielding_since: Cell::new(None),
         }
