@@ -32,17 +32,42 @@ pub(crate) fn progress_thread() -> bool {
 
 /// Records how many ranks of the job run on this node. When they outnumber its CPUs, waiters
 /// yield at once instead of spinning first: the rank they wait for may need the very CPU they
-/// would spin on (8 ranks on 2 cores fence three times faster that way).
+/// would spin on (8 ranks on 2 cores fence three times faster that way). Where there are not
+/// also CPUs for a progress thread beside each rank, waiters of a process that has one yield
+/// too ([`contended`]).
 pub(crate) fn set_crowded(ranks_on_node: usize) {
-    let crowded = ranks_on_node > online_cpus();
+    let Lacks {
+        crowded,
+        no_spare_cpu,
+    } = Lacks::of(ranks_on_node, online_cpus());
     tracing::debug!(
         ranks_on_node,
         crowded,
+        no_spare_cpu,
         "waiters spin only on an uncrowded node"
     );
     CROWDED.store(crowded, Ordering::Relaxed);
-    NO_SPARE_CPU.store(2 * ranks_on_node > online_cpus(), Ordering::Relaxed);
+    NO_SPARE_CPU.store(no_spare_cpu, Ordering::Relaxed);
     RANKS_ON_NODE.store(ranks_on_node.max(1), Ordering::Relaxed);
+}
+
+/// What a node lacks for the ranks it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lacks {
+    /// A CPU for each rank.
+    crowded: bool,
+    /// A CPU for each rank and one more for its progress thread.
+    no_spare_cpu: bool,
+}
+
+impl Lacks {
+    /// What a node of `cpus` CPUs running `ranks` ranks lacks.
+    fn of(ranks: usize, cpus: usize) -> Lacks {
+        Lacks {
+            crowded: ranks > cpus,
+            no_spare_cpu: ranks.saturating_mul(2) > cpus,
+        }
+    }
 }
 
 /// Whether this node is crowded while `threads` threads of this rank make calls in place of
@@ -104,6 +129,21 @@ fn count_cpu_list(list: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_progress_thread_beside_each_rank_needs_twice_the_cpus() {
+        let lacks = |ranks, cpus| {
+            let l = Lacks::of(ranks, cpus);
+            (l.crowded, l.no_spare_cpu)
+        };
+        assert_eq!(lacks(1, 2), (false, false));
+        assert_eq!(lacks(2, 2), (false, true));
+        assert_eq!(lacks(3, 2), (true, true));
+        assert_eq!(lacks(8, 16), (false, false));
+        assert_eq!(lacks(9, 16), (false, true));
+        assert_eq!(lacks(17, 16), (true, true));
+        assert_eq!(lacks(1, 1), (false, true));
+    }
 
     #[test]
     fn cpu_lists_are_counted() {

@@ -48,8 +48,9 @@ impl Pause {
     /// yielding: a yield hands the CPU to whatever else runs there for the rest of its time
     /// slice (a progress thread serving this process's memory, back to back), and the wake-up
     /// from a sleep takes it back at once.
-    /// On a crowded node, the same as [`Pause::new`]: it yields, since the rank it waits for
-    /// may need its CPU.
+    /// On a crowded node, or where the progress threads have no CPUs of their own
+    /// ([`contended`]), the same as [`Pause::new`]: it yields, since the rank it waits for may
+    /// need its CPU, and a progress thread serving there yields it back after every poll.
     pub(super) fn brief() -> Pause {
         Pause {
             spins: (!contended()).then(|| Cell::new(0)),

@@ -88,7 +88,9 @@ impl Progress for Doorbell {
     /// whose operations need that thread, which then serves back to back for a while: a
     /// waiter that yielded gave it the CPU for the rest of its time slice and saw its release
     /// late (IMB's Truly_passive_put over libfabric's tcp provider, 2 ranks on 2 cores: 600 us
-    /// a put, flush and barrier, 54 us with brief waits). Asleep, it is woken at once.
+    /// a put, flush and barrier, 54 us with brief waits). Asleep, it is woken at once. Where
+    /// the progress threads have no CPUs of their own, the brief wait yields after all, and
+    /// that thread yields after every poll too (`wait::contended`): 15 us.
     fn patient(&self) -> bool {
         !wait::progress_thread()
     }
