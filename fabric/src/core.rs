@@ -172,7 +172,7 @@ impl Core {
     /// ranks over the shm provider on 2 cores: 1.1-1.7 ms, against 0.11-0.14 ms with the
     /// yields; IMB's Truly_passive_put over the shm provider, 2 ranks on 2 cores, where the
     /// owner's waits outside the fabric yield too: 33-48 us a put, flush and barrier, against
-    /// 3.2-4.6 us).
+    /// 3.3-4.8 us).
     fn hot(&self) {
         let began = self.stamps.now();
         self.poll_back_to_back(HOT, || self.active.load(Ordering::Relaxed) < began);

@@ -17,12 +17,16 @@ static NO_SPARE_CPU: AtomicBool = AtomicBool::new(false);
 static RANKS_ON_NODE: AtomicUsize = AtomicUsize::new(1);
 /// Whether a progress thread serves this process's memory (set by the fabric transport).
 static PROGRESS_THREAD: AtomicBool = AtomicBool::new(false);
+/// [`contended`], kept up to date by [`set_crowded`] and [`set_progress_thread`]: a waiter
+/// reads one word, as before progress threads counted.
+static CONTENDED: AtomicBool = AtomicBool::new(false);
 
 /// Records that a progress thread now serves this process's memory (a libfabric endpoint's):
 /// a waiter that yields its CPU may hand it to that thread for the rest of a time slice.
 #[cfg(have_libfabric)]
 pub(crate) fn set_progress_thread() {
     PROGRESS_THREAD.store(true, Ordering::Relaxed);
+    update_contended();
 }
 
 /// Whether a progress thread serves this process's memory (only a libfabric endpoint starts one).
@@ -49,6 +53,13 @@ pub(crate) fn set_crowded(ranks_on_node: usize) {
     CROWDED.store(crowded, Ordering::Relaxed);
     NO_SPARE_CPU.store(no_spare_cpu, Ordering::Relaxed);
     RANKS_ON_NODE.store(ranks_on_node.max(1), Ordering::Relaxed);
+    update_contended();
+}
+
+/// Recompute [`CONTENDED`] from what is recorded.
+fn update_contended() {
+    let contended = crowded() || (progress_thread() && NO_SPARE_CPU.load(Ordering::Relaxed));
+    CONTENDED.store(contended, Ordering::Relaxed);
 }
 
 /// What a node lacks for the ranks it runs.
@@ -95,10 +106,10 @@ pub(crate) fn crowded() -> bool {
 /// rank's own thread waits. Waits that do not poll the fabric (a barrier, a lock's retries)
 /// then yield as on a crowded node: IMB's Truly_passive_put, 2 ranks on 2 cores, took 55-75 us
 /// a put, flush and barrier over libfabric's tcp provider and 33-48 us over its shm provider
-/// with spinning waiters, 15-19 us and 3.2-4.6 us with yielding ones (and the progress thread
+/// with spinning waiters, 15-21 us and 3.3-4.8 us with yielding ones (and the progress thread
 /// yielding too: `Endpoint::set_no_spare_cpu`).
 pub(crate) fn contended() -> bool {
-    crowded() || (NO_SPARE_CPU.load(Ordering::Relaxed) && progress_thread())
+    CONTENDED.load(Ordering::Relaxed)
 }
 
 /// Whether this node lacks a CPU for a progress thread beside each rank (see [`set_crowded`]).
