@@ -92,8 +92,9 @@ pub(crate) struct Core {
     pub(crate) rung: AtomicU64,
     /// The node runs more processes than it has CPUs ([`crate::Endpoint::set_crowded`]).
     pub(crate) crowded: AtomicBool,
-    /// The progress thread has no CPU of its own ([`crate::Endpoint::set_no_spare_cpu`]).
-    pub(crate) no_spare_cpu: AtomicBool,
+    /// The progress thread shares the CPUs of the node's processes
+    /// ([`crate::Endpoint::set_progress_shares_cpu`]).
+    pub(crate) shares_cpu: AtomicBool,
     /// Where there is a serving port: peers address the issuing port (peers on this node), and
     /// peers of other processes address the serving one. Waits on what peers do poll every
     /// round the ports peers address (the serving one while neither is known).
@@ -193,7 +194,7 @@ impl Core {
     fn poll_back_to_back(&self, limit: Duration, go_on: impl Fn() -> bool) {
         let since = Instant::now();
         let yields =
-            self.crowded.load(Ordering::Relaxed) || self.no_spare_cpu.load(Ordering::Relaxed);
+            self.crowded.load(Ordering::Relaxed) || self.shares_cpu.load(Ordering::Relaxed);
         while since.elapsed() < limit && go_on() {
             self.poll_all();
             match yields {

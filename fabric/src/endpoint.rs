@@ -128,7 +128,7 @@ impl Endpoint {
             pids: Mutex::default(),
             rung: AtomicU64::new(0),
             crowded: AtomicBool::new(false),
-            no_spare_cpu: AtomicBool::new(false),
+            shares_cpu: AtomicBool::new(false),
             near: AtomicBool::new(false),
             far: AtomicBool::new(false),
             mail: OnceLock::new(),
@@ -239,8 +239,8 @@ impl Endpoint {
     /// progress thread, serving back to back after a wake, yields the core after every poll,
     /// so that the thread of its own process or of a peer that shares the CPU with it runs
     /// meanwhile. A wait still polls back to back first (unlike [`Endpoint::set_crowded`]).
-    pub fn set_no_spare_cpu(&self) {
-        self.core.no_spare_cpu.store(true, Ordering::Relaxed);
+    pub fn set_progress_shares_cpu(&self) {
+        self.core.shares_cpu.store(true, Ordering::Relaxed);
     }
 
     /// Whether local buffers must be registered (`FI_MR_LOCAL`).

@@ -11,8 +11,8 @@ pub(super) const CROWDED_YIELDS: u32 = 64;
 /// Whether this node runs more ranks than it has CPUs ([`set_crowded`]).
 static CROWDED: AtomicBool = AtomicBool::new(false);
 /// Whether this node has fewer CPUs than twice the ranks it runs ([`set_crowded`]): too few
-/// for a progress thread beside each rank.
-static NO_SPARE_CPU: AtomicBool = AtomicBool::new(false);
+/// for a progress thread beside each rank, which then shares the ranks' CPUs.
+static PROGRESS_SHARES_CPUS: AtomicBool = AtomicBool::new(false);
 /// How many ranks of the job run on this node ([`set_crowded`]; 1 until told).
 static RANKS_ON_NODE: AtomicUsize = AtomicUsize::new(1);
 /// Whether a progress thread serves this process's memory (set by the fabric transport).
@@ -42,33 +42,35 @@ pub(crate) fn progress_thread() -> bool {
 pub(crate) fn set_crowded(ranks_on_node: usize) {
     let Lacks {
         crowded,
-        no_spare_cpu,
+        progress_shares_cpus,
     } = Lacks::of(ranks_on_node, online_cpus());
     tracing::debug!(
         ranks_on_node,
         crowded,
-        no_spare_cpu,
+        progress_shares_cpus,
         "waiters spin only on an uncrowded node"
     );
     CROWDED.store(crowded, Ordering::Relaxed);
-    NO_SPARE_CPU.store(no_spare_cpu, Ordering::Relaxed);
+    PROGRESS_SHARES_CPUS.store(progress_shares_cpus, Ordering::Relaxed);
     RANKS_ON_NODE.store(ranks_on_node.max(1), Ordering::Relaxed);
     update_contended();
 }
 
 /// Recompute [`CONTENDED`] from what is recorded.
 fn update_contended() {
-    let contended = crowded() || (progress_thread() && NO_SPARE_CPU.load(Ordering::Relaxed));
+    let contended =
+        crowded() || (progress_thread() && PROGRESS_SHARES_CPUS.load(Ordering::Relaxed));
     CONTENDED.store(contended, Ordering::Relaxed);
 }
 
 /// What a node lacks for the ranks it runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 struct Lacks {
     /// A CPU for each rank.
     crowded: bool,
-    /// A CPU for each rank and one more for its progress thread.
-    no_spare_cpu: bool,
+    /// A CPU for each rank and one more for its progress thread: the progress threads share
+    /// the ranks' CPUs.
+    progress_shares_cpus: bool,
 }
 
 impl Lacks {
@@ -76,7 +78,7 @@ impl Lacks {
     fn of(ranks: usize, cpus: usize) -> Lacks {
         Lacks {
             crowded: ranks > cpus,
-            no_spare_cpu: ranks.saturating_mul(2) > cpus,
+            progress_shares_cpus: ranks.saturating_mul(2) > cpus,
         }
     }
 }
@@ -107,15 +109,16 @@ pub(crate) fn crowded() -> bool {
 /// then yield as on a crowded node: IMB's Truly_passive_put, 2 ranks on 2 cores, took 55-75 us
 /// a put, flush and barrier over libfabric's tcp provider and 33-48 us over its shm provider
 /// with spinning waiters, 15-21 us and 3.3-4.8 us with yielding ones (and the progress thread
-/// yielding too: `Endpoint::set_no_spare_cpu`).
+/// yielding too: `Endpoint::set_progress_shares_cpu`).
 pub(crate) fn contended() -> bool {
     CONTENDED.load(Ordering::Relaxed)
 }
 
-/// Whether this node lacks a CPU for a progress thread beside each rank (see [`set_crowded`]).
+/// Whether this node lacks a CPU for a progress thread beside each rank, which then shares the
+/// ranks' CPUs (see [`set_crowded`]).
 #[cfg(have_libfabric)]
-pub(crate) fn no_spare_cpu() -> bool {
-    NO_SPARE_CPU.load(Ordering::Relaxed)
+pub(crate) fn progress_shares_cpus() -> bool {
+    PROGRESS_SHARES_CPUS.load(Ordering::Relaxed)
 }
 
 /// The CPUs online on this machine (not only those this process may use: ranks bound to one
@@ -145,7 +148,7 @@ mod tests {
     fn a_progress_thread_beside_each_rank_needs_twice_the_cpus() {
         let lacks = |ranks, cpus| {
             let l = Lacks::of(ranks, cpus);
-            (l.crowded, l.no_spare_cpu)
+            (l.crowded, l.progress_shares_cpus)
         };
         assert_eq!(lacks(1, 2), (false, false));
         assert_eq!(lacks(2, 2), (false, true));

@@ -22,7 +22,7 @@ mod pause;
 use crowd::CROWDED_YIELDS;
 pub(crate) use crowd::{crowded, progress_thread, set_crowded, spare_cpu};
 #[cfg(have_libfabric)]
-pub(crate) use crowd::{crowded_with, no_spare_cpu, set_progress_thread};
+pub(crate) use crowd::{crowded_with, progress_shares_cpus, set_progress_thread};
 use pause::Pause;
 
 /// Polls of a fabric between two yields of a waiter.

@@ -69,8 +69,8 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
         crate::wait::set_progress_thread();
         if crate::wait::crowded() {
             ep.set_crowded();
-        } else if crate::wait::no_spare_cpu() {
-            ep.set_no_spare_cpu();
+        } else if crate::wait::progress_shares_cpus() {
+            ep.set_progress_shares_cpu();
         }
         let served = match config.atomics {
             Atomics::Served => true,
