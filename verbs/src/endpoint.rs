@@ -76,6 +76,16 @@ pub struct Remote {
     pub rkey: u32,
 }
 
+impl Remote {
+    /// This address moved `by` bytes on, in the same region.
+    pub fn shifted(self, by: usize) -> Remote {
+        Remote {
+            addr: self.addr + by as u64,
+            rkey: self.rkey,
+        }
+    }
+}
+
 /// An 8-byte atomic of the NIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Atomic {
@@ -511,7 +521,7 @@ impl Endpoint {
     ) -> Result<(), VerbsError> {
         let chunk = self.core.chunk;
         for (i, piece) in src.chunks(chunk).enumerate() {
-            let at = shifted(to, i * chunk);
+            let at = to.shifted(i * chunk);
             self.core
                 .start(peer, Work::Write(piece, None), at, false, false, live)?;
         }
@@ -661,7 +671,7 @@ impl Endpoint {
             let last = at + n == len;
             let id = self
                 .core
-                .start(peer, Work::Read(n), shifted(from, at), true, last, live)?;
+                .start(peer, Work::Read(n), from.shifted(at), true, last, live)?;
             t.ops.push((id, n));
         }
         Ok(t)
@@ -761,14 +771,6 @@ impl Endpoint {
     /// Retire what has completed (a call while nothing is waited for).
     pub fn progress(&self) -> Result<(), VerbsError> {
         self.core.drain().map(drop)
-    }
-}
-
-/// `r` moved `by` bytes on.
-fn shifted(r: Remote, by: usize) -> Remote {
-    Remote {
-        addr: r.addr + by as u64,
-        rkey: r.rkey,
     }
 }
 

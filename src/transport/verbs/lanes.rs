@@ -285,13 +285,12 @@ impl Lanes for VerbsLanes {
             same_op: false,
         };
         let (count, size) = (acc.count(), elem.size());
-        let data = self.targets.get(target).copied().flatten()?.data;
         if count == 0 || result.len() != operands.len() {
             return None;
         }
-        self.on_lane(target, offset, operands.len(), |lane, peer, _, live| {
+        self.on_lane(target, offset, operands.len(), |lane, peer, at, live| {
             let ops: Vec<(ib::Atomic, ib::Remote)> = (0..count)
-                .map(|i| (nic_op(&acc.element(i)), data.at(offset + i * size)))
+                .map(|i| (nic_op(&acc.element(i)), at.shifted(i * size)))
                 .collect();
             lane.atomics(peer, &ops, result, live).map_err(ib_err)
         })

@@ -430,14 +430,12 @@ impl<'a> VerbsTransport<'a> {
         offset: usize,
         acc: AccumulateMany<'_>,
     ) -> Result<Pending> {
-        let (peer, _) = self.at(target, space, offset, acc.operands.len())?;
+        // One range check covers every element.
+        let (peer, at) = self.at(target, space, offset, acc.operands.len())?;
         let size = acc.elem.size();
-        let ops = (0..acc.count())
-            .map(|i| {
-                let (_, at) = self.at(target, space, offset + i * size, size)?;
-                Ok((nic_op(&acc.element(i)), at))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let ops: Vec<_> = (0..acc.count())
+            .map(|i| (nic_op(&acc.element(i)), at.shifted(i * size)))
+            .collect();
         if ops.is_empty() {
             return Ok(Pending::Done);
         }

@@ -22,9 +22,10 @@ impl Span {
 
     /// Where `offset` of it is, as an operation addresses it (the caller checked the range).
     pub(super) fn at(self, offset: usize) -> ib::Remote {
-        ib::Remote {
-            addr: self.addr + offset as u64,
+        let start = ib::Remote {
+            addr: self.addr,
             rkey: self.rkey,
-        }
+        };
+        start.shifted(offset)
     }
 }
