@@ -13,6 +13,7 @@
 //! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands, with local buffers registered even where the provider does not demand it (to run the strict paths on a lenient provider) |
 //! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software`, `verbs`, `served` | NIC atomics for each (type, operation) the provider runs natively, as `accumulate_ops` allows (over tcp;ofi_rxm: `served`); the emulation for all; the NIC for only what RDMA verbs runs (64-bit fetch-add, read, compare-and-swap); or every accumulate served by the target in one message |
 //! | `ONESIDED_FABRIC_PROGRESS` | `wake` (default), `poll` | how the endpoint's progress thread serves this rank's memory while the rank is outside the library: asleep until traffic arrives, in the wait object of a second endpoint that peers on other nodes address, while operations are issued on one without a wait object, which peers on this node address, ringing the process's doorbell (an operation on a computing target: 30-75 us over tcp), or polling one endpoint every millisecond (up to a millisecond; at once when a peer on the node rings the process's doorbell) |
+//! | `ONESIDED_FABRIC_PROGRESS_CPUS` | a CPU list (`2-7,12`) | the CPUs the progress threads of this rank's fabric endpoints run on; unset: the CPUs of the thread that opened the endpoint, which a launcher that binds each rank to one CPU makes the rank's own CPU. `onesided run` sets it to the CPUs it binds no rank to, where there are some |
 //! | `ONESIDED_FABRIC_THREADS` | `endpoints` (default), `window` | how the threads of a shared window (`Window::share`) put, get and run NIC atomics over the fabric: each through an endpoint of its own, opened at its first such call, or every call through the window's thread, one at a time |
 //! | `ONESIDED_VERBS_DEVICE` | a verbs device, optionally with its port (`mlx5_0`, `rxe0:1`) | the device and port the direct verbs transport uses; unset: the first device with an active port |
 //! | `ONESIDED_VERBS_GID_INDEX` | a GID table index | the GID queue pairs are addressed by; unset: on Ethernet (RoCE) a RoCE v2 GID holding an IPv4 address, else the first RoCE v2 one; on InfiniBand, none (LIDs) |
@@ -34,6 +35,8 @@ pub const ENV_MR_MODE: &str = "ONESIDED_MR_MODE";
 pub const ENV_ATOMICS: &str = "ONESIDED_FABRIC_ATOMICS";
 /// `ONESIDED_FABRIC_PROGRESS`.
 pub const ENV_PROGRESS: &str = "ONESIDED_FABRIC_PROGRESS";
+/// `ONESIDED_FABRIC_PROGRESS_CPUS`.
+pub const ENV_PROGRESS_CPUS: &str = "ONESIDED_FABRIC_PROGRESS_CPUS";
 /// `ONESIDED_FABRIC_THREADS`.
 pub const ENV_THREADS: &str = "ONESIDED_FABRIC_THREADS";
 /// `ONESIDED_VERBS_DEVICE`.
@@ -248,6 +251,9 @@ pub(crate) struct FabricConfig {
     pub(crate) mr_mode: MrMode,
     pub(crate) atomics: Atomics,
     pub(crate) progress: Progress,
+    /// The CPUs the endpoints' progress threads run on; `None`: those of the thread that opens
+    /// the endpoint.
+    pub(crate) progress_cpus: Option<Vec<usize>>,
     pub(crate) threads: Threads,
 }
 
@@ -343,7 +349,7 @@ impl fmt::Display for VerbsConfig {
 /// assert_eq!(
 ///     config.to_string(),
 ///     "transport=fabric provider=tcp mr_mode=provider atomics=auto pm=detect progress=wake \
-///      threads=endpoints verbs=any"
+///      progress_cpus=inherited threads=endpoints verbs=any"
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -387,6 +393,7 @@ impl Config {
                 mr_mode: MrMode::parse_named(ENV_MR_MODE, &get(ENV_MR_MODE))?,
                 atomics: Atomics::parse_named(ENV_ATOMICS, &get(ENV_ATOMICS))?,
                 progress: Progress::parse_named(ENV_PROGRESS, &get(ENV_PROGRESS))?,
+                progress_cpus: parse_progress_cpus(&get(ENV_PROGRESS_CPUS))?,
                 threads: Threads::parse_named(ENV_THREADS, &get(ENV_THREADS))?,
             },
             verbs: VerbsConfig::parse(
@@ -448,6 +455,14 @@ impl Config {
         self
     }
 
+    /// With the fabric endpoints' progress threads run on `cpus` (`None`: on the CPUs of the
+    /// thread that opens the endpoint). The kernel keeps those of them the process's CPU set
+    /// allows; a window whose endpoint would be left no CPU fails with MPI_ERR_ARG.
+    pub fn progress_cpus(mut self, cpus: Option<&[usize]>) -> Config {
+        self.fabric.progress_cpus = cpus.map(<[usize]>::to_vec);
+        self
+    }
+
     /// With the threads of shared windows reaching fabric targets as `t` says.
     pub fn threads(mut self, t: Threads) -> Config {
         self.fabric.threads = t;
@@ -492,6 +507,22 @@ impl Config {
     }
 }
 
+/// `ONESIDED_FABRIC_PROGRESS_CPUS`: a CPU list, or nothing.
+fn parse_progress_cpus(s: &str) -> Result<Option<Vec<usize>>> {
+    if s.trim().is_empty() {
+        return Ok(None);
+    }
+    crate::cpu_list::parse(s).map(Some).ok_or_else(|| {
+        Error::new(
+            ErrorClass::Arg,
+            format!(
+                "{ENV_PROGRESS_CPUS}={s:?}: a list of CPU numbers and ranges, such as 2-7,12 \
+                 (as taskset -c takes)"
+            ),
+        )
+    })
+}
+
 /// A failure timeout in whole seconds within [`FAILURE_TIMEOUT_SECS`].
 fn parse_timeout(s: &str) -> Result<Duration> {
     match s.trim().parse::<u64>() {
@@ -511,13 +542,18 @@ impl fmt::Display for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "transport={} provider={} mr_mode={} atomics={} pm={} progress={} threads={} verbs={}",
+            "transport={} provider={} mr_mode={} atomics={} pm={} progress={} progress_cpus={} \
+             threads={} verbs={}",
             self.transport.name(),
             self.fabric.provider.as_deref().unwrap_or("any"),
             self.fabric.mr_mode.name(),
             self.fabric.atomics.name(),
             self.pm.map_or("detect", ProcessManager::name),
             self.fabric.progress.name(),
+            self.fabric
+                .progress_cpus
+                .as_deref()
+                .map_or("inherited".to_owned(), crate::cpu_list::format),
             self.fabric.threads.name(),
             self.verbs,
         )
@@ -550,6 +586,7 @@ mod tests {
             ("ONESIDED_MR_MODE", "verbs"),
             ("ONESIDED_FABRIC_ATOMICS", "software"),
             ("ONESIDED_FABRIC_PROGRESS", "poll"),
+            ("ONESIDED_FABRIC_PROGRESS_CPUS", "6-7,2"),
             ("ONESIDED_FABRIC_THREADS", "window"),
             ("ONESIDED_PM", "pmi"),
         ])
@@ -560,13 +597,14 @@ mod tests {
             .mr_mode(MrMode::Verbs)
             .atomics(Atomics::Software)
             .progress(Progress::Poll)
+            .progress_cpus(Some(&[2, 6, 7]))
             .threads(Threads::Window)
             .process_manager(Some(ProcessManager::Pmi));
         assert_eq!(c, built);
         assert_eq!(
             c.to_string(),
             "transport=fabric provider=tcp mr_mode=verbs atomics=software pm=pmi progress=poll \
-             threads=window verbs=any"
+             progress_cpus=2,6,7 threads=window verbs=any"
         );
     }
 
@@ -582,7 +620,7 @@ mod tests {
         assert_eq!(e.class(), ErrorClass::Arg);
         assert!(e.message().contains("ONESIDED_TRANSPORT=\"ucx\""), "{e}");
         assert!(e.message().contains("auto, fabric, verbs"), "{e}");
-        for var in [ENV_MR_MODE, ENV_ATOMICS, ENV_PM] {
+        for var in [ENV_MR_MODE, ENV_ATOMICS, ENV_PM, ENV_PROGRESS_CPUS] {
             let e = from(&[(var, "nonsense")]).unwrap_err();
             assert!(e.message().starts_with(var), "{e}");
         }
@@ -656,6 +694,8 @@ mod tests {
         assert_eq!(a.shared_settings(), pm.shared_settings());
         let poll = a.clone().progress(Progress::Poll);
         assert_eq!(a.shared_settings(), poll.shared_settings());
+        let pinned = a.clone().progress_cpus(Some(&[3]));
+        assert_eq!(a.shared_settings(), pinned.shared_settings());
         assert_eq!(
             a.shared_settings(),
             "transport=auto provider=any mr_mode=provider atomics=auto"

@@ -6,7 +6,7 @@
 use crate::config::{Config, ProcessManager};
 use crate::error::Result;
 
-pub use crate::config::ENV_TRANSPORT;
+pub use crate::config::{ENV_PROGRESS_CPUS, ENV_TRANSPORT};
 pub use crate::transport::report::{providers, verbs};
 
 /// The process manager that started this process, found as [`crate::World::init_with`] finds

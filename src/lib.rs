@@ -4,6 +4,7 @@
 mod alloc;
 mod codec;
 mod config;
+mod cpu_list;
 mod error;
 mod group;
 mod info;

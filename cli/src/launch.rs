@@ -64,7 +64,9 @@ pub struct RunArgs {
     /// with the `hwloc` feature: the r-th core, all its hardware threads), `numa` to the CPUs of
     /// the r-th NUMA node (needs the `hwloc` feature), round robin when there are more ranks;
     /// `none` leaves placement to the scheduler, `auto` (the default) binds rank r to the r-th
-    /// CPU when there are at least as many CPUs as ranks, as mpirun does for small jobs.
+    /// CPU when there are at least as many CPUs as ranks, as mpirun does for small jobs. The CPUs
+    /// bound to no rank, where there are some, run the ranks' fabric progress threads
+    /// (ONESIDED_FABRIC_PROGRESS_CPUS, unless set already).
     #[arg(long, value_enum, default_value_t = Bind::Auto)]
     pub bind_to: Bind,
     /// The address the bootstrap hub listens on and the ranks connect to [default: 127.0.0.1].

@@ -697,6 +697,68 @@ fn ranks_get_the_rxm_settings_unless_the_environment_has_them() {
     assert_eq!(kept, "buffer=33792 rx=64\n".repeat(2));
 }
 
+/// Where the launcher binds each rank to a CPU and leaves some CPUs to no rank, the ranks' fabric
+/// progress threads run on those, and the ranks' own threads on their CPUs; where it leaves
+/// none, on their rank's CPU; and `ONESIDED_FABRIC_PROGRESS_CPUS` in the launcher's environment
+/// names them instead.
+#[test]
+fn progress_threads_run_on_the_cpus_no_rank_is_bound_to() {
+    if onesided_fabric::BUILT_WITH.is_none() {
+        eprintln!(
+            "progress_threads_run_on_the_cpus_no_rank_is_bound_to: skipped: built without libfabric"
+        );
+        return;
+    }
+    const VAR: &str = "ONESIDED_FABRIC_PROGRESS_CPUS";
+    // Per rank: its own CPUs, and each progress thread's.
+    let job = |n: usize, env: &[(&str, &str)]| -> Vec<(Vec<usize>, Vec<Vec<usize>>)> {
+        let mut cmd = launcher(&["-n", &n.to_string(), "--"], "progress_cpus", &[]);
+        cmd.env("ONESIDED_TRANSPORT", "fabric")
+            .env("FI_PROVIDER", "tcp")
+            .env_remove(VAR)
+            .envs(env.iter().copied());
+        let out = finish(cmd, Duration::from_secs(30));
+        assert!(out.status.success(), "{}", out.stderr);
+        (0..n)
+            .map(|r| {
+                let prefix = format!("rank {r} cpus ");
+                let line = out
+                    .stdout
+                    .lines()
+                    .find_map(|l| l.strip_prefix(prefix.as_str()))
+                    .unwrap_or_else(|| panic!("no line of rank {r}: {}", out.stdout));
+                let (own, progress) = line.split_once(" progress ").expect("progress");
+                let progress: Vec<Vec<usize>> = progress.split(';').map(cpu_list).collect();
+                assert!(
+                    !progress.is_empty(),
+                    "rank {r} has no progress thread: {line}"
+                );
+                (cpu_list(own), progress)
+            })
+            .collect()
+    };
+    let allowed = allowed_cpus();
+    // The launcher binds rank r to the r-th allowed CPU where there is one for each rank.
+    for n in [1, 2.min(allowed.len())] {
+        let spare = allowed[n..].to_vec();
+        for (r, (own, progress)) in job(n, &[]).into_iter().enumerate() {
+            assert_eq!(own, vec![allowed[r]], "rank {r} of {n}");
+            let want = if spare.is_empty() { &own } else { &spare };
+            assert!(
+                progress.iter().all(|p| p == want),
+                "rank {r} of {n}: progress threads on {progress:?}, not {want:?}"
+            );
+        }
+    }
+    let last = allowed[allowed.len() - 1];
+    for (r, (_, progress)) in job(2, &[(VAR, &last.to_string())]).into_iter().enumerate() {
+        assert!(
+            progress.iter().all(|p| *p == [last]),
+            "rank {r}: progress threads on {progress:?}, not CPU {last} as {VAR} says"
+        );
+    }
+}
+
 /// A kernel CPU list such as `0-3,8,10-11`, expanded.
 fn cpu_list(list: &str) -> Vec<usize> {
     let number = |s: &str| s.trim().parse::<usize>().expect("a CPU number");

@@ -23,6 +23,7 @@ use crate::watch::Watchers;
 use onesided_shm::Mem;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::os::unix::thread::JoinHandleExt;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -241,6 +242,35 @@ impl Endpoint {
     /// meanwhile. A wait still polls back to back first (unlike [`Endpoint::set_crowded`]).
     pub fn set_progress_shares_cpu(&self) {
         self.core.shares_cpu.store(true, Ordering::Relaxed);
+    }
+
+    /// Runs the progress thread on `cpus` only, of which the kernel keeps those the process's CPU
+    /// set allows: EINVAL where that leaves none, or a CPU is beyond what a `cpu_set_t` holds.
+    /// Nothing to do for an endpoint without a progress thread. A thread starts on the CPUs of
+    /// the thread that makes it, so a rank bound to one CPU has its progress thread there, where
+    /// it serves a computing rank only when the rank's time slice ends.
+    pub fn bind_progress(&self, cpus: &[usize]) -> Result<(), FiError> {
+        let fail = |errno: i32| FiError::new("binding the progress thread", -(errno as i64));
+        let Some(thread) = &self.progress.thread else {
+            return Ok(());
+        };
+        // SAFETY: cpu_set_t is a plain bit mask; all zeroes is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        for &cpu in cpus {
+            if cpu >= 8 * size {
+                return Err(fail(libc::EINVAL));
+            }
+            // SAFETY: `cpu` is below the bits of the set, checked just above.
+            unsafe { libc::CPU_SET(cpu, &mut set) };
+        }
+        // SAFETY: the endpoint holds the thread's handle and joins it only when dropped, so the
+        // pthread_t names a thread not yet joined; `set` is a cpu_set_t of `size` bytes.
+        let rc = unsafe { libc::pthread_setaffinity_np(thread.as_pthread_t(), size, &set) };
+        match rc {
+            0 => Ok(()),
+            errno => Err(fail(errno)),
+        }
     }
 
     /// Whether local buffers must be registered (`FI_MR_LOCAL`).

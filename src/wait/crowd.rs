@@ -126,18 +126,10 @@ pub(crate) fn progress_shares_cpus() -> bool {
 fn online_cpus() -> usize {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
-        .and_then(|list| count_cpu_list(list.trim()))
+        .and_then(|list| crate::cpu_list::parse(&list))
+        .map(|cpus| cpus.len())
         .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
         .unwrap_or(1)
-}
-
-/// The number of CPUs in a kernel CPU list such as `0-3,8,10-11`.
-fn count_cpu_list(list: &str) -> Option<usize> {
-    list.split(',').try_fold(0, |n, part| {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-        Some(n + b.checked_sub(a)? + 1)
-    })
 }
 
 #[cfg(test)]
@@ -160,12 +152,7 @@ mod tests {
     }
 
     #[test]
-    fn cpu_lists_are_counted() {
-        assert_eq!(count_cpu_list("0-1"), Some(2));
-        assert_eq!(count_cpu_list("0"), Some(1));
-        assert_eq!(count_cpu_list("0-3,8,10-11"), Some(7));
-        assert_eq!(count_cpu_list("3-1"), None);
-        assert_eq!(count_cpu_list(""), None);
+    fn this_machine_has_a_cpu_online() {
         assert!(online_cpus() >= 1);
     }
 }

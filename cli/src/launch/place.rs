@@ -1,4 +1,5 @@
-//! Placement of ranks on CPUs (`--bind-to`): the CPU set each rank is bound to, and the binding.
+//! Placement of ranks on CPUs (`--bind-to`): the CPU set each rank is bound to, the binding,
+//! and the CPUs left to the ranks' progress threads.
 //!
 //! Without the `hwloc` feature a set is one CPU: `core` takes the CPUs this launcher may use in
 //! turn. With it, `core` takes whole cores (every hardware thread of one) and `numa` the CPUs of
@@ -6,6 +7,7 @@
 
 use std::process::Command;
 
+use onesided::launcher::ENV_PROGRESS_CPUS;
 use onesided::{Error, ErrorClass, Result};
 use onesided_shm::process;
 
@@ -13,7 +15,12 @@ use super::job::{Bind, Job};
 
 /// The CPU sets the ranks of a job are bound to in turn: rank r to set r modulo their number;
 /// none for no binding.
-pub(super) struct Placement(Vec<process::Cpus>);
+pub(super) struct Placement {
+    sets: Vec<process::Cpus>,
+    /// The CPUs this launcher may use that it binds no rank to, as a CPU list, where there are
+    /// some: where the ranks' fabric progress threads run (`ONESIDED_FABRIC_PROGRESS_CPUS`).
+    spare: Option<String>,
+}
 
 impl Placement {
     /// The placement `job.bind` asks for over the CPUs this launcher may use. `numa` without the
@@ -27,19 +34,48 @@ impl Placement {
             Bind::Auto if allowed.len() >= job.n => one_each(&allowed),
             Bind::Auto | Bind::None => Vec::new(),
         };
-        sets.iter()
-            .map(|cpus| process::Cpus::new(cpus))
-            .collect::<std::io::Result<_>>()
-            .map(Placement)
-            .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))
+        let spare = spare(&allowed, &sets, job.n);
+        Ok(Placement {
+            sets: sets
+                .iter()
+                .map(|cpus| process::Cpus::new(cpus))
+                .collect::<std::io::Result<_>>()
+                .map_err(|e| Error::new(ErrorClass::Arg, e.to_string()))?,
+            spare: (!spare.is_empty()).then(|| {
+                let names: Vec<String> = spare.iter().map(usize::to_string).collect();
+                names.join(",")
+            }),
+        })
     }
 
-    /// Makes the child that `cmd` will start, rank `r`, run only on its CPU set.
+    /// Makes the child that `cmd` will start, rank `r`, run only on its CPU set, and its fabric
+    /// progress threads on the CPUs no rank is bound to, unless `ONESIDED_FABRIC_PROGRESS_CPUS`
+    /// names others. A progress thread starts on its rank's CPUs: bound to the rank's one CPU,
+    /// it could serve a computing rank only when the rank's time slice ends.
     pub(super) fn bind(&self, cmd: &mut Command, r: usize) {
-        if let Some(&cpus) = self.0.get(r % self.0.len().max(1)) {
+        if let Some(&cpus) = self.sets.get(r % self.sets.len().max(1)) {
             process::bind_to_cpus(cmd, cpus);
         }
+        if let Some(spare) = &self.spare
+            && std::env::var_os(ENV_PROGRESS_CPUS).is_none()
+        {
+            cmd.env(ENV_PROGRESS_CPUS, spare);
+        }
     }
+}
+
+/// The CPUs of `allowed` that none of the first `n` sets of `sets` (those `n` ranks are bound
+/// to) holds; none where no rank is bound.
+fn spare(allowed: &[usize], sets: &[Vec<usize>], n: usize) -> Vec<usize> {
+    if sets.is_empty() {
+        return Vec::new();
+    }
+    let taken: Vec<usize> = sets.iter().take(n).flatten().copied().collect();
+    allowed
+        .iter()
+        .copied()
+        .filter(|cpu| !taken.contains(cpu))
+        .collect()
 }
 
 /// Each CPU as a set of its own.
@@ -73,4 +109,22 @@ fn numa_nodes(_allowed: &[usize]) -> Result<Vec<Vec<usize>>> {
         "--bind-to numa needs the `hwloc` feature: build onesided-cli with `--features hwloc` \
          (which needs libhwloc-dev)",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_threads_get_the_cpus_no_rank_is_bound_to() {
+        let cpus = one_each(&[0, 1, 2, 3]);
+        assert_eq!(spare(&[0, 1, 2, 3], &cpus, 2), vec![2, 3]);
+        assert_eq!(spare(&[0, 1, 2, 3], &cpus, 4), Vec::<usize>::new());
+        // Round robin over more ranks than sets takes them all.
+        assert_eq!(spare(&[0, 1], &one_each(&[0, 1]), 3), Vec::<usize>::new());
+        let nodes = vec![vec![0, 1], vec![2, 3]];
+        assert_eq!(spare(&[0, 1, 2, 3], &nodes, 1), vec![2, 3]);
+        // Unbound ranks' progress threads stay where their ranks run.
+        assert_eq!(spare(&[0, 1, 2, 3], &[], 1), Vec::<usize>::new());
+    }
 }

@@ -13,7 +13,8 @@
 use super::names::fi_err;
 use super::names::{atomic_op, datatype};
 use super::server::Server;
-use crate::config::{Atomics, FabricConfig, MrMode, Progress};
+use crate::config::{Atomics, ENV_PROGRESS_CPUS, FabricConfig, MrMode, Progress};
+use crate::cpu_list;
 use crate::error::{Error, ErrorClass, Result};
 use crate::protocol::native::{Kind, NativeOps};
 use crate::protocol::reduce::Op;
@@ -71,6 +72,14 @@ pub(crate) fn resources(config: &FabricConfig) -> Result<Rc<Resources>> {
             ep.set_crowded();
         } else if crate::wait::progress_shares_cpus() {
             ep.set_progress_shares_cpu();
+        }
+        if let Some(cpus) = &config.progress_cpus {
+            ep.bind_progress(cpus).map_err(|e| {
+                Error::new(
+                    ErrorClass::Arg,
+                    format!("{ENV_PROGRESS_CPUS}={}: {e}", cpu_list::format(cpus)),
+                )
+            })?;
         }
         let served = match config.atomics {
             Atomics::Served => true,
