@@ -13,7 +13,7 @@
 //! | `ONESIDED_MR_MODE` | `provider` (default), `verbs` | every memory-registration mode onesided honours, or only the verbs provider's demands, with local buffers registered even where the provider does not demand it (to run the strict paths on a lenient provider) |
 //! | `ONESIDED_FABRIC_ATOMICS` | `auto` (default), `software`, `verbs`, `served` | NIC atomics for each (type, operation) the provider runs natively, as `accumulate_ops` allows (over tcp;ofi_rxm: `served`); the emulation for all; the NIC for only what RDMA verbs runs (64-bit fetch-add, read, compare-and-swap); or every accumulate served by the target in one message |
 //! | `ONESIDED_FABRIC_PROGRESS` | `wake` (default), `poll` | how the endpoint's progress thread serves this rank's memory while the rank is outside the library: asleep until traffic arrives, in the wait object of a second endpoint that peers on other nodes address, while operations are issued on one without a wait object, which peers on this node address, ringing the process's doorbell (an operation on a computing target: 30-75 us over tcp), or polling one endpoint every millisecond (up to a millisecond; at once when a peer on the node rings the process's doorbell) |
-//! | `ONESIDED_FABRIC_PROGRESS_CPUS` | a CPU list (`2-7,12`) | the CPUs the progress threads of this rank's fabric endpoints run on; unset: the CPUs of the thread that opened the endpoint, which a launcher that binds each rank to one CPU makes the rank's own CPU. `onesided run` sets it to the CPUs it binds no rank to, where there are some |
+//! | `ONESIDED_FABRIC_PROGRESS_CPUS` | a CPU list (`2-7,12`) | the CPUs the progress threads of this rank's fabric endpoints run on; unset: where this rank is bound, the CPUs of the machine no rank of the job is bound to, if there are some (found by `World::init`), else the CPUs of the thread that opened the endpoint: a launcher that binds each rank to one CPU makes that the rank's own. `onesided run` sets it to the CPUs it binds no rank to, of those it may use |
 //! | `ONESIDED_FABRIC_THREADS` | `endpoints` (default), `window` | how the threads of a shared window (`Window::share`) put, get and run NIC atomics over the fabric: each through an endpoint of its own, opened at its first such call, or every call through the window's thread, one at a time |
 //! | `ONESIDED_VERBS_DEVICE` | a verbs device, optionally with its port (`mlx5_0`, `rxe0:1`) | the device and port the direct verbs transport uses; unset: the first device with an active port |
 //! | `ONESIDED_VERBS_GID_INDEX` | a GID table index | the GID queue pairs are addressed by; unset: on Ethernet (RoCE) a RoCE v2 GID holding an IPv4 address, else the first RoCE v2 one; on InfiniBand, none (LIDs) |
@@ -460,6 +460,19 @@ impl Config {
     /// allows; a window whose endpoint would be left no CPU fails with MPI_ERR_ARG.
     pub fn progress_cpus(mut self, cpus: Option<&[usize]>) -> Config {
         self.fabric.progress_cpus = cpus.map(<[usize]>::to_vec);
+        self
+    }
+
+    /// With the progress threads on `cpus` where neither the environment nor the program
+    /// placed them: the CPUs no rank of the machine is bound to ([`World::init`](crate::World::init)).
+    pub(crate) fn progress_cpus_unless_set(mut self, cpus: &[usize]) -> Config {
+        if self.fabric.progress_cpus.is_none() {
+            tracing::debug!(
+                cpus = %crate::cpu_list::format(cpus),
+                "progress threads run on the CPUs no rank of this machine is bound to"
+            );
+            self.fabric.progress_cpus = Some(cpus.to_vec());
+        }
         self
     }
 

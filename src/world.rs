@@ -254,7 +254,7 @@ impl World {
 
     /// Like [`World::init`], with `config` instead of the environment's. Every rank must pass
     /// the same transport and fabric settings, else every rank fails naming the differences.
-    pub fn init_with(config: Config) -> Result<World> {
+    pub fn init_with(mut config: Config) -> Result<World> {
         in_call(None, "MPI_Init", || {
             crate::log::init()?;
             // Before the process manager's threads start: libfabric reads its variables when it
@@ -320,11 +320,15 @@ impl World {
                 Some(o) => o.describe()?,
                 None => Vec::new(),
             };
+            // The CPUs this rank is bound to (every CPU if it is not), for the progress threads
+            // to find the CPUs no rank of the machine is bound to.
+            let own_cpus = onesided_shm::process::allowed_cpus().unwrap_or_default();
             let mine = Enc::new()
                 .u64(pid.into())
                 .str(&node)
                 .str(&machine)
                 .str(&settings)
+                .str(&crate::cpu_list::format(&own_cpus))
                 .bytes(&page)
                 .finish();
             let members: Vec<usize> = (0..size).collect();
@@ -333,15 +337,21 @@ impl World {
             let mut pids = Vec::with_capacity(size);
             let mut differ = Vec::new();
             let mut sharing_cpus = 0;
+            let mut bound = Vec::new();
             let mut pages = Vec::with_capacity(size);
             for (r, bytes) in all.iter().enumerate() {
                 let mut d = Dec::new(bytes);
                 pids.push(d.u64()? as u32);
                 nodes.push(d.str()?);
-                sharing_cpus += usize::from(d.str()? == machine);
+                let here = d.str()? == machine;
+                sharing_cpus += usize::from(here);
                 let theirs = d.str()?;
                 if theirs != settings {
                     differ.push(format!("rank {r}: {theirs}"));
+                }
+                let cpus = d.str()?;
+                if here {
+                    bound.push(crate::cpu_list::parse(&cpus).unwrap_or_default());
                 }
                 pages.push(d.bytes()?);
             }
@@ -360,6 +370,9 @@ impl World {
             }
             // Ranks of simulated nodes share the machine's CPUs: crowding counts them all.
             crate::wait::set_crowded(sharing_cpus);
+            if let Some(spare) = crate::wait::unbound_cpus(&own_cpus, &bound) {
+                config = config.progress_cpus_unless_set(&spare);
+            }
             let cleanup = Arc::new(Mutex::new(None));
             liveness.on_failure(remove_leftovers_of(&nodes, &pids, &node, cleanup.clone()));
             let job = Job {

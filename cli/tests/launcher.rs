@@ -699,8 +699,9 @@ fn ranks_get_the_rxm_settings_unless_the_environment_has_them() {
 
 /// Where the launcher binds each rank to a CPU and leaves some CPUs to no rank, the ranks' fabric
 /// progress threads run on those, and the ranks' own threads on their CPUs; where it leaves
-/// none, on their rank's CPU; and `ONESIDED_FABRIC_PROGRESS_CPUS` in the launcher's environment
-/// names them instead.
+/// none, on their rank's CPU; ranks bound by other means (`taskset` here, as `mpirun` or `srun`
+/// bind) find those CPUs themselves; and `ONESIDED_FABRIC_PROGRESS_CPUS` in the launcher's
+/// environment names them instead.
 #[test]
 fn progress_threads_run_on_the_cpus_no_rank_is_bound_to() {
     if onesided_fabric::BUILT_WITH.is_none() {
@@ -710,10 +711,14 @@ fn progress_threads_run_on_the_cpus_no_rank_is_bound_to() {
         return;
     }
     const VAR: &str = "ONESIDED_FABRIC_PROGRESS_CPUS";
-    // Per rank: its own CPUs, and each progress thread's.
-    let job = |n: usize, env: &[(&str, &str)]| -> Vec<(Vec<usize>, Vec<Vec<usize>>)> {
-        let mut cmd = launcher(&["-n", &n.to_string(), "--"], "progress_cpus", &[]);
-        cmd.env("ONESIDED_TRANSPORT", "fabric")
+    // Per rank of a job of `n` started with `args`: its own CPUs, and each progress thread's.
+    let job = |n: usize, args: &[&str], env: &[(&str, &str)]| {
+        let program = example("progress_cpus");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided"));
+        cmd.args(["run", "-n", &n.to_string()])
+            .args(args)
+            .arg(&program)
+            .env("ONESIDED_TRANSPORT", "fabric")
             .env("FI_PROVIDER", "tcp")
             .env_remove(VAR)
             .envs(env.iter().copied());
@@ -735,13 +740,13 @@ fn progress_threads_run_on_the_cpus_no_rank_is_bound_to() {
                 );
                 (cpu_list(own), progress)
             })
-            .collect()
+            .collect::<Vec<(Vec<usize>, Vec<Vec<usize>>)>>()
     };
     let allowed = allowed_cpus();
     // The launcher binds rank r to the r-th allowed CPU where there is one for each rank.
     for n in [1, 2.min(allowed.len())] {
         let spare = allowed[n..].to_vec();
-        for (r, (own, progress)) in job(n, &[]).into_iter().enumerate() {
+        for (r, (own, progress)) in job(n, &["--"], &[]).into_iter().enumerate() {
             assert_eq!(own, vec![allowed[r]], "rank {r} of {n}");
             let want = if spare.is_empty() { &own } else { &spare };
             assert!(
@@ -750,8 +755,26 @@ fn progress_threads_run_on_the_cpus_no_rank_is_bound_to() {
             );
         }
     }
+    // Both ranks bound to the first CPU by taskset, the launcher binding none.
+    let first = allowed[0].to_string();
+    let by_taskset = ["--bind-to", "none", "--", "taskset", "-c", &first];
+    for (r, (own, progress)) in job(2, &by_taskset, &[]).into_iter().enumerate() {
+        assert_eq!(own, vec![allowed[0]], "rank {r}");
+        let want = if allowed.len() > 1 {
+            &allowed[1..]
+        } else {
+            &own[..]
+        };
+        assert!(
+            progress.iter().all(|p| p == want),
+            "rank {r} bound by taskset: progress threads on {progress:?}, not {want:?}"
+        );
+    }
     let last = allowed[allowed.len() - 1];
-    for (r, (_, progress)) in job(2, &[(VAR, &last.to_string())]).into_iter().enumerate() {
+    for (r, (_, progress)) in job(2, &["--"], &[(VAR, &last.to_string())])
+        .into_iter()
+        .enumerate()
+    {
         assert!(
             progress.iter().all(|p| *p == [last]),
             "rank {r}: progress threads on {progress:?}, not CPU {last} as {VAR} says"

@@ -124,12 +124,39 @@ pub(crate) fn progress_shares_cpus() -> bool {
 /// The CPUs online on this machine (not only those this process may use: ranks bound to one
 /// CPU each are not crowded).
 fn online_cpus() -> usize {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|list| crate::cpu_list::parse(&list))
+    online_cpu_list()
         .map(|cpus| cpus.len())
         .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
         .unwrap_or(1)
+}
+
+/// The CPUs online on this machine, where the kernel says.
+fn online_cpu_list() -> Option<Vec<usize>> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| crate::cpu_list::parse(&list))
+}
+
+/// The CPUs of this machine that none of its ranks is bound to, given the CPUs this rank may
+/// run on (`own`) and those of each rank of the machine, this one included (`bound`); `None`
+/// where this rank is not bound or every CPU has a rank. A thread starts on the CPUs of the
+/// thread that makes it: a progress thread placed nowhere else shares its bound rank's CPU,
+/// and serves a computing rank only when the rank's time slice ends, however many CPUs idle.
+pub(crate) fn unbound_cpus(own: &[usize], bound: &[Vec<usize>]) -> Option<Vec<usize>> {
+    unbound_of(own, bound, &online_cpu_list()?)
+}
+
+/// [`unbound_cpus`] on a machine whose online CPUs are `online`.
+fn unbound_of(own: &[usize], bound: &[Vec<usize>], online: &[usize]) -> Option<Vec<usize>> {
+    if online.iter().all(|cpu| own.contains(cpu)) {
+        return None;
+    }
+    let spare: Vec<usize> = online
+        .iter()
+        .copied()
+        .filter(|cpu| bound.iter().all(|set| !set.contains(cpu)))
+        .collect();
+    (!spare.is_empty()).then_some(spare)
 }
 
 #[cfg(test)]
@@ -149,6 +176,28 @@ mod tests {
         assert_eq!(lacks(9, 16), (false, true));
         assert_eq!(lacks(17, 16), (true, true));
         assert_eq!(lacks(1, 1), (false, true));
+    }
+
+    #[test]
+    fn progress_threads_get_the_cpus_no_rank_is_bound_to() {
+        let online: Vec<usize> = (0..8).collect();
+        let ranks = [vec![0], vec![1]];
+        assert_eq!(unbound_of(&[0], &ranks, &online), Some((2..8).collect()));
+        // A rank on every CPU, or one rank not bound: the progress threads stay.
+        let all: Vec<Vec<usize>> = online.iter().map(|&c| vec![c]).collect();
+        assert_eq!(unbound_of(&[0], &all, &online), None);
+        assert_eq!(unbound_of(&[0], &[vec![0], online.clone()], &online), None);
+        // This rank not bound: its threads go wherever the scheduler puts them already.
+        assert_eq!(
+            unbound_of(&online, std::slice::from_ref(&online), &online),
+            None
+        );
+        // Ranks bound to whole sockets leave the others' CPUs.
+        let sockets = [vec![0, 1, 2, 3]];
+        assert_eq!(
+            unbound_of(&[0, 1, 2, 3], &sockets, &online),
+            Some(vec![4, 5, 6, 7])
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ mod crowd;
 mod pause;
 
 use crowd::CROWDED_YIELDS;
-pub(crate) use crowd::{crowded, progress_thread, set_crowded, spare_cpu};
+pub(crate) use crowd::{crowded, progress_thread, set_crowded, spare_cpu, unbound_cpus};
 #[cfg(have_libfabric)]
 pub(crate) use crowd::{crowded_with, progress_shares_cpus, set_progress_thread};
 use pause::Pause;
