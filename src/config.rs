@@ -251,8 +251,8 @@ pub(crate) struct FabricConfig {
     pub(crate) mr_mode: MrMode,
     pub(crate) atomics: Atomics,
     pub(crate) progress: Progress,
-    /// The CPUs the endpoints' progress threads run on; `None`: those of the thread that opens
-    /// the endpoint.
+    /// The CPUs the endpoints' progress threads run on ([`Config::progress_cpus`]); `None`:
+    /// those of the thread that opens the endpoint.
     pub(crate) progress_cpus: Option<Vec<usize>>,
     pub(crate) threads: Threads,
 }
@@ -455,9 +455,11 @@ impl Config {
         self
     }
 
-    /// With the fabric endpoints' progress threads run on `cpus` (`None`: on the CPUs of the
-    /// thread that opens the endpoint). The kernel keeps those of them the process's CPU set
-    /// allows; a window whose endpoint would be left no CPU fails with MPI_ERR_ARG.
+    /// With the fabric endpoints' progress threads run on `cpus`. `None` (the default): where
+    /// this rank is bound to some CPUs and the machine has CPUs no rank of the job is bound to,
+    /// on those ([`World::init`](crate::World::init) finds them), else on the CPUs of the thread
+    /// that opens the endpoint. The kernel keeps those of `cpus` the process's CPU set allows; a
+    /// window whose endpoint would be left no CPU fails with MPI_ERR_ARG.
     pub fn progress_cpus(mut self, cpus: Option<&[usize]>) -> Config {
         self.fabric.progress_cpus = cpus.map(<[usize]>::to_vec);
         self
