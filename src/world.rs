@@ -275,9 +275,17 @@ impl World {
             // it starts (PMIx_Init does), and libfabric reads its own with getenv on the start-up
             // thread; the two at once crashed a rank in getenv under srun's PMIx.
             let mut fabric_start = crate::transport::which::start_fabric(&config, None);
+            // The CPUs this rank is bound to (every CPU if it is not), for the progress threads
+            // to find the CPUs no rank of the machine is bound to.
+            let own_cpus = onesided_shm::process::allowed_cpus().unwrap_or_default();
             let Some(pm) = joined else {
                 crate::log::set_rank(0);
                 tracing::debug!(pid, node, "no process manager: a world of one rank");
+                if let Some(spare) =
+                    crate::wait::unbound_cpus(&own_cpus, std::slice::from_ref(&own_cpus))
+                {
+                    config = config.progress_cpus_unless_set(&spare);
+                }
                 let tag = crate::boot::to_hex(&crate::boot::random::<4>()?);
                 let job = Job {
                     pm: None,
@@ -320,9 +328,6 @@ impl World {
                 Some(o) => o.describe()?,
                 None => Vec::new(),
             };
-            // The CPUs this rank is bound to (every CPU if it is not), for the progress threads
-            // to find the CPUs no rank of the machine is bound to.
-            let own_cpus = onesided_shm::process::allowed_cpus().unwrap_or_default();
             let mine = Enc::new()
                 .u64(pid.into())
                 .str(&node)

@@ -770,6 +770,32 @@ fn progress_threads_run_on_the_cpus_no_rank_is_bound_to() {
             "rank {r} bound by taskset: progress threads on {progress:?}, not {want:?}"
         );
     }
+    // A program run directly under taskset: a world of one rank, bound to the first CPU.
+    let mut direct = Command::new("taskset");
+    direct
+        .args(["-c", &first])
+        .arg(example("progress_cpus"))
+        .env("ONESIDED_TRANSPORT", "fabric")
+        .env("FI_PROVIDER", "tcp")
+        .env_remove(VAR);
+    let out = finish(direct, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", out.stderr);
+    let line = out.stdout.trim();
+    let (own, progress) = line
+        .strip_prefix("rank 0 cpus ")
+        .and_then(|l| l.split_once(" progress "))
+        .unwrap_or_else(|| panic!("run directly under taskset: {line}"));
+    assert_eq!(cpu_list(own), vec![allowed[0]], "{line}");
+    let want = if allowed.len() > 1 {
+        &allowed[1..]
+    } else {
+        &allowed[..1]
+    };
+    assert_eq!(
+        cpu_list(progress),
+        want,
+        "run directly under taskset: {line}"
+    );
     let last = allowed[allowed.len() - 1];
     for (r, (_, progress)) in job(2, &["--"], &[(VAR, &last.to_string())])
         .into_iter()
