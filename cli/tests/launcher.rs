@@ -711,14 +711,9 @@ fn progress_threads_run_on_the_cpus_no_rank_is_bound_to() {
         return;
     }
     const VAR: &str = "ONESIDED_FABRIC_PROGRESS_CPUS";
-    // Per rank of a job of `n` started with `args`: its own CPUs, and each progress thread's.
-    let job = |n: usize, args: &[&str], env: &[(&str, &str)]| {
-        let program = example("progress_cpus");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided"));
-        cmd.args(["run", "-n", &n.to_string()])
-            .args(args)
-            .arg(&program)
-            .env("ONESIDED_TRANSPORT", "fabric")
+    // Per rank of the `n` that `cmd` starts: its own CPUs, and each progress thread's.
+    let placed = |mut cmd: Command, n: usize, env: &[(&str, &str)]| {
+        cmd.env("ONESIDED_TRANSPORT", "fabric")
             .env("FI_PROVIDER", "tcp")
             .env_remove(VAR)
             .envs(env.iter().copied());
@@ -742,6 +737,14 @@ fn progress_threads_run_on_the_cpus_no_rank_is_bound_to() {
             })
             .collect::<Vec<(Vec<usize>, Vec<Vec<usize>>)>>()
     };
+    // A job of `n` that `onesided run` starts with `args`.
+    let job = |n: usize, args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided"));
+        cmd.args(["run", "-n", &n.to_string()])
+            .args(args)
+            .arg(example("progress_cpus"));
+        placed(cmd, n, env)
+    };
     let allowed = allowed_cpus();
     // The launcher binds rank r to the r-th allowed CPU where there is one for each rank.
     for n in [1, 2.min(allowed.len())] {
@@ -755,47 +758,30 @@ fn progress_threads_run_on_the_cpus_no_rank_is_bound_to() {
             );
         }
     }
-    // Both ranks bound to the first CPU by taskset, the launcher binding none.
+    // Bound to the first CPU by taskset: both ranks of a job the launcher binds none of, and a
+    // program run directly (a world of one rank).
     let first = allowed[0].to_string();
     let by_taskset = ["--bind-to", "none", "--", "taskset", "-c", &first];
-    for (r, (own, progress)) in job(2, &by_taskset, &[]).into_iter().enumerate() {
-        assert_eq!(own, vec![allowed[0]], "rank {r}");
-        let want = if allowed.len() > 1 {
-            &allowed[1..]
-        } else {
-            &own[..]
-        };
-        assert!(
-            progress.iter().all(|p| p == want),
-            "rank {r} bound by taskset: progress threads on {progress:?}, not {want:?}"
-        );
-    }
-    // A program run directly under taskset: a world of one rank, bound to the first CPU.
     let mut direct = Command::new("taskset");
-    direct
-        .args(["-c", &first])
-        .arg(example("progress_cpus"))
-        .env("ONESIDED_TRANSPORT", "fabric")
-        .env("FI_PROVIDER", "tcp")
-        .env_remove(VAR);
-    let out = finish(direct, Duration::from_secs(30));
-    assert!(out.status.success(), "{}", out.stderr);
-    let line = out.stdout.trim();
-    let (own, progress) = line
-        .strip_prefix("rank 0 cpus ")
-        .and_then(|l| l.split_once(" progress "))
-        .unwrap_or_else(|| panic!("run directly under taskset: {line}"));
-    assert_eq!(cpu_list(own), vec![allowed[0]], "{line}");
-    let want = if allowed.len() > 1 {
-        &allowed[1..]
-    } else {
-        &allowed[..1]
-    };
-    assert_eq!(
-        cpu_list(progress),
-        want,
-        "run directly under taskset: {line}"
-    );
+    direct.args(["-c", &first]).arg(example("progress_cpus"));
+    let bound = [
+        ("a job bound by taskset", job(2, &by_taskset, &[])),
+        ("run directly under taskset", placed(direct, 1, &[])),
+    ];
+    for (how, ranks) in bound {
+        for (r, (own, progress)) in ranks.into_iter().enumerate() {
+            assert_eq!(own, vec![allowed[0]], "rank {r}, {how}");
+            let want = if allowed.len() > 1 {
+                &allowed[1..]
+            } else {
+                &own[..]
+            };
+            assert!(
+                progress.iter().all(|p| p == want),
+                "rank {r}, {how}: progress threads on {progress:?}, not {want:?}"
+            );
+        }
+    }
     let last = allowed[allowed.len() - 1];
     for (r, (_, progress)) in job(2, &["--"], &[(VAR, &last.to_string())])
         .into_iter()
