@@ -270,11 +270,6 @@ impl World {
             let pid = std::process::id();
             let liveness = Arc::new(Liveness::new());
             let joined = pm::join(config.requested_process_manager(), &liveness)?;
-            // Where the fabric serves every window, its start-up overlaps the rest of this one.
-            // Not before joining: a process manager's client may set environment variables as
-            // it starts (PMIx_Init does), and libfabric reads its own with getenv on the start-up
-            // thread; the two at once crashed a rank in getenv under srun's PMIx.
-            let mut fabric_start = crate::transport::which::start_fabric(&config, None);
             // The CPUs this rank is bound to (every CPU if it is not), for the progress threads
             // to find the CPUs no rank of the machine is bound to.
             let own_cpus = onesided_shm::process::allowed_cpus().unwrap_or_default();
@@ -287,6 +282,7 @@ impl World {
                     config = config.progress_cpus_unless_set(&spare);
                 }
                 let tag = crate::boot::to_hex(&crate::boot::random::<4>()?);
+                let fabric_start = crate::transport::which::start_fabric(&config, true);
                 let job = Job {
                     pm: None,
                     network: None,
@@ -369,10 +365,12 @@ impl World {
                     ),
                 ));
             }
-            if fabric_start.is_none() {
-                let one_node = nodes.iter().all(|n| *n == node);
-                fabric_start = crate::transport::which::start_fabric(&config, Some(one_node));
-            }
+            // Where the fabric will serve, its start-up overlaps what the program does before
+            // its first window. Not sooner (`transport/fabric/start.rs`): loading libfabric
+            // holds up every thread that starts meanwhile, and this call starts one for each
+            // connection of its collective network.
+            let one_node = nodes.iter().all(|n| *n == node);
+            let fabric_start = crate::transport::which::start_fabric(&config, one_node);
             // Ranks of simulated nodes share the machine's CPUs: crowding counts them all.
             crate::wait::set_crowded(sharing_cpus);
             if let Some(spare) = crate::wait::unbound_cpus(&own_cpus, &bound) {

@@ -7,23 +7,15 @@ use crate::config::{Config, TransportChoice};
 use std::thread::JoinHandle;
 
 /// Begin libfabric's start-up on a thread of its own (`fabric/start.rs`) where this rank's
-/// windows will use the fabric. `one_node` says whether the job's ranks share one node, `None`
-/// before that is known: then only where the fabric is forced, which serves every window
-/// whatever the nodes; once known, only under `auto`, where the forced case began already.
+/// windows will use the fabric, `one_node` saying whether the job's ranks share one node.
 /// `None` where the fabric will not serve, or this build has none.
-pub(crate) fn start_fabric(config: &Config, one_node: Option<bool>) -> Option<Started> {
+pub(crate) fn start_fabric(config: &Config, one_node: bool) -> Option<Started> {
     let choice = config.transport_choice();
-    let now = match one_node {
-        None => choice == TransportChoice::Fabric,
-        Some(one_node) => {
-            // A device with an active port, not an endpoint opened on it: that is the first
-            // window's to open, where one can be.
-            choice == TransportChoice::Auto
-                && fabric_serves(choice, one_node, || {
-                    onesided_verbs::active_device().is_some()
-                })
-        }
-    };
+    // A device with an active port, not an endpoint opened on it: that is the first window's
+    // to open, where one can be.
+    let now = fabric_serves(choice, one_node, || {
+        onesided_verbs::active_device().is_some()
+    });
     if !now {
         return None;
     }
