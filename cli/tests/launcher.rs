@@ -677,24 +677,25 @@ fn world_init_starts_libfabric_only_where_the_fabric_serves() {
     }
 }
 
-/// The ranks start with rxm's buffer and receive sizes of `cli/src/launch/tuning.rs`, and a value
-/// the launcher's own environment gives is kept.
+/// The ranks start with rxm's buffer and receive sizes and connection-event interval of
+/// `cli/src/launch/tuning.rs`, and a value the launcher's own environment gives is kept.
 #[test]
 fn ranks_get_the_rxm_settings_unless_the_environment_has_them() {
-    let echo = r#"echo "buffer=$FI_OFI_RXM_BUFFER_SIZE rx=$FI_OFI_RXM_MSG_RX_SIZE""#;
+    let echo = r#"echo "buffer=$FI_OFI_RXM_BUFFER_SIZE rx=$FI_OFI_RXM_MSG_RX_SIZE cm=$FI_OFI_RXM_CM_PROGRESS_INTERVAL""#;
     let job = |env: &[(&str, &str)]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_onesided"));
         cmd.args(["run", "-n", "2", "--", "/bin/sh", "-c", echo])
             .env_remove("FI_OFI_RXM_BUFFER_SIZE")
             .env_remove("FI_OFI_RXM_MSG_RX_SIZE")
+            .env_remove("FI_OFI_RXM_CM_PROGRESS_INTERVAL")
             .envs(env.iter().copied());
         let out = finish(cmd, Duration::from_secs(20));
         assert!(out.status.success(), "{}", out.stderr);
         out.stdout
     };
-    assert_eq!(job(&[]), "buffer=33792 rx=128\n".repeat(2));
+    assert_eq!(job(&[]), "buffer=33792 rx=128 cm=1000\n".repeat(2));
     let kept = job(&[("FI_OFI_RXM_MSG_RX_SIZE", "64")]);
-    assert_eq!(kept, "buffer=33792 rx=64\n".repeat(2));
+    assert_eq!(kept, "buffer=33792 rx=64 cm=1000\n".repeat(2));
 }
 
 /// Where the launcher binds each rank to a CPU and leaves some CPUs to no rank, the ranks' fabric

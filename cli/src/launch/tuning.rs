@@ -10,8 +10,8 @@
 use std::process::Command;
 
 /// `(variable, value)`, measured over tcp;ofi_rxm on this project's 2-core machine
-/// (`docs/transports.md`, "Vector accumulates").
-const SETTINGS: [(&str, &str); 2] = [
+/// (`docs/transports.md`, "Vector accumulates"; `compare/first-window.md`).
+const SETTINGS: [(&str, &str); 3] = [
     // rxm carries an atomic in one of its buffers, which take (16 KiB - 104) / 8 = 2035 doubles
     // by default: an accumulate of 4096 went in three messages, served by the target's CPU one
     // after the other (55-64 us against 15-18 for one element). 33 KiB carries 32 KiB of
@@ -22,6 +22,14 @@ const SETTINGS: [(&str, &str); 2] = [
     // with both settings here. 128 is what rxm posts per connection over verbs, which has no
     // shared receive context by default: there the count stays, and only the buffers grow.
     ("FI_OFI_RXM_MSG_RX_SIZE", "128"),
+    // The side that accepts a connection looks at rxm's connection events only once they were
+    // last looked at 10 ms ago (microseconds here; the side that connects looks at every
+    // progress call), so each pair's first connection, made as the first window is created,
+    // waited for that: 15-20 ms at 2 ranks, against 1.5 ms with 1 ms. The first window at 2
+    // ranks took 0.93x the time, at 4 ranks 0.96x; at 8 and more, where the ranks' start-up
+    // keeps both cores busy, the gain is within the spread. A look costs a read of the event
+    // queue, once a millisecond.
+    ("FI_OFI_RXM_CM_PROGRESS_INTERVAL", "1000"),
 ];
 
 /// Set on `cmd` each setting that `is_set` (the launcher's environment and the job's own
@@ -62,6 +70,9 @@ mod tests {
     fn a_setting_already_set_is_left_alone() {
         let envs = given(|name| name == "FI_OFI_RXM_BUFFER_SIZE");
         let names: Vec<&str> = envs.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(names, ["FI_OFI_RXM_MSG_RX_SIZE"]);
+        assert_eq!(
+            names,
+            ["FI_OFI_RXM_CM_PROGRESS_INTERVAL", "FI_OFI_RXM_MSG_RX_SIZE"]
+        );
     }
 }
