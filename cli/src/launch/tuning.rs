@@ -25,10 +25,10 @@ const SETTINGS: [(&str, &str); 3] = [
     // The side that accepts a connection looks at rxm's connection events only once it last
     // looked at them this many microseconds ago, 10,000 by default (the side that connects
     // looks at every progress call), so each pair's first connection, made as the first window
-    // is created, waited for that: 15-20 ms at 2 ranks, against 1.5 ms with 1,000. The first window at 2
-    // ranks took 0.93x the time, at 4 ranks 0.96x; at 8 and more, where the ranks' start-up
-    // keeps both cores busy, the gain is within the spread. A look costs a read of the event
-    // queue, once a millisecond.
+    // is created, waited for that: 15-20 ms at 2 ranks, against 1.5 ms with 1,000. The first
+    // window at 2 ranks took 0.93x the time, at 4 ranks 0.96x; at 8 and more, where the ranks'
+    // start-up keeps both cores busy, the gain is within the spread. A look costs a read of the
+    // event queue, once a millisecond.
     ("FI_OFI_RXM_CM_PROGRESS_INTERVAL", "1000"),
 ];
 
