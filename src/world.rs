@@ -365,17 +365,17 @@ impl World {
                     ),
                 ));
             }
+            // Ranks of simulated nodes share the machine's CPUs: crowding counts them all.
+            crate::wait::set_crowded(sharing_cpus);
+            if let Some(spare) = crate::wait::unbound_cpus(&own_cpus, &bound) {
+                config = config.progress_cpus_unless_set(&spare);
+            }
             // Where the fabric will serve, its start-up overlaps what the program does before
             // its first window. Not sooner (`transport/fabric/start.rs`): loading libfabric
             // holds up every thread that starts meanwhile, and this call starts one for each
             // connection of its collective network.
             let one_node = nodes.iter().all(|n| *n == node);
             let fabric_start = crate::transport::which::start_fabric(&config, one_node);
-            // Ranks of simulated nodes share the machine's CPUs: crowding counts them all.
-            crate::wait::set_crowded(sharing_cpus);
-            if let Some(spare) = crate::wait::unbound_cpus(&own_cpus, &bound) {
-                config = config.progress_cpus_unless_set(&spare);
-            }
             let cleanup = Arc::new(Mutex::new(None));
             liveness.on_failure(remove_leftovers_of(&nodes, &pids, &node, cleanup.clone()));
             let job = Job {
