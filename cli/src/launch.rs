@@ -329,7 +329,8 @@ fn rank_command(
         .env(boot::ENV_JOB, job_id)
         // Debian's libfabric links libinfinipath, whose load-time constructor turns fatal signals
         // into a backtrace file and exit status 1 unless this is set: ranks must die by their
-        // signal, so that the launcher reports it.
+        // signal, so that the launcher reports it. `World::init` sets it too (for `srun` and
+        // `mpirun`); here it also reaches rank programs that load libfabric without onesided.
         .env("IPATH_NO_BACKTRACE", "1");
     match job.simulate_nodes {
         Some(k) => cmd.env(boot::ENV_NODE, format!("sim{}", r * k / job.n)),

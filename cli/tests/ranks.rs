@@ -536,6 +536,14 @@ static SCENARIOS: &[Scenario] = &[
         &[2, 3, 8],
     ),
     Scenario {
+        direct: true,
+        ..scenario(
+            "world::signal_handlers_stay",
+            world::signal_handlers_stay,
+            &[2],
+        )
+    },
+    Scenario {
         launch: &["--simulate-nodes", "2"],
         ..scenario(
             "world::barrier_separates_nodes",
@@ -675,6 +683,18 @@ fn rank_main(name: &str) -> i32 {
             return 2;
         }
     };
+    // The program's own handlers, before World::init loads anything.
+    if sc.name == "world::signal_handlers_stay" {
+        match onesided_shm::process::TerminationSignals::install() {
+            Ok(signals) => {
+                let _ = world::SIGNALS.set(signals);
+            }
+            Err(e) => {
+                eprintln!("{name}: installing signal handlers: {e}");
+                return 1;
+            }
+        }
+    }
     // The scenarios of threads sharing a window (the fuzz test's bursts among them) are
     // MPI_THREAD_MULTIPLE: over direct verbs, their endpoints then have lanes.
     let world = match name.contains("threads") || name.starts_with("fuzz::") {

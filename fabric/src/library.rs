@@ -62,9 +62,9 @@ pub(crate) fn library() -> Result<&'static Library, Unloadable> {
         .map_err(|why| Unloadable(why.as_str()))
 }
 
-/// Set the libfabric variable `var` to `value` for this process, unless the environment sets it
-/// already: libfabric reads its variables once, when it loads. The value in effect, or `None`
-/// where libfabric is loaded already (too late).
+/// Set the variable `var` to `value` for this process, unless the environment sets it already:
+/// libfabric, and the libraries it links, read their variables once, when they load. The value
+/// in effect, or `None` where libfabric is loaded already (too late).
 ///
 /// Call it before the process starts threads that read the environment: `World::init` calls it
 /// first, before it joins its process manager (as MPI libraries set their libfabric variables in

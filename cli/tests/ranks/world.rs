@@ -186,3 +186,50 @@ pub fn nodes(world: &World, _: Flavor) -> Res {
     }
     world.barrier().ctx("world barrier after the node windows")
 }
+
+/// The handlers [`signal_handlers_stay`] checks: installed by the rank before `World::init`.
+pub static SIGNALS: std::sync::OnceLock<onesided_shm::process::TerminationSignals> =
+    std::sync::OnceLock::new();
+
+/// Handlers the program installed before `World::init` still catch SIGINT and SIGTERM once the
+/// job's first window has opened its transport: over the fabric, loading libfabric loads QLogic
+/// PSM's `libinfinipath` too (Debian's build links it), whose constructor replaces them with its
+/// own (a backtrace file, then exit status 1) unless `IPATH_NO_BACKTRACE` is set. `World::init`
+/// sets it (the launcher does too: the trials without it, `direct`, are the ones that show
+/// `World::init`'s). Each rank puts to every rank, then signals itself and must see its own
+/// handler record the signal.
+pub fn signal_handlers_stay(world: &World, _: Flavor) -> Res {
+    use onesided_shm::process::{SIGINT, SIGTERM, kill};
+    let (me, n) = (world.rank(), world.size());
+    let signals = SIGNALS
+        .get()
+        .ok_or("the rank installed no handlers before World::init")?;
+    let win = Window::allocate(world, 8 * n, 8, &Info::new()).ctx("allocate")?;
+    win.lock_all(Assert::NONE).ctx("lock_all")?;
+    for t in 0..n {
+        win.put(&[me as u64 + 1], t, me).ctx("put")?;
+    }
+    win.flush_all().ctx("flush_all")?;
+    win.unlock_all().ctx("unlock_all")?;
+    world.barrier().ctx("barrier")?;
+    let slots = local_u64(&win, n)?;
+    ensure_eq!(
+        slots,
+        (1..=n as u64).collect::<Vec<_>>(),
+        "window after the puts"
+    );
+    for sig in [SIGINT, SIGTERM] {
+        kill(std::process::id(), sig).map_err(|e| format!("signalling itself: {e}"))?;
+        // The kernel runs the handler before kill returns to this thread, or on another of
+        // the process's threads: give that one a moment.
+        let start = std::time::Instant::now();
+        let mut caught = signals.take();
+        while caught.is_none() && start.elapsed() < std::time::Duration::from_secs(1) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            caught = signals.take();
+        }
+        ensure_eq!(caught, Some(sig), "the program's handler after kill({sig})");
+    }
+    world.barrier().ctx("barrier")?;
+    win.free().ctx("free")
+}

@@ -1,6 +1,20 @@
-//! The libfabric variables each rank sets for itself where an RDMA device is present, so that a
-//! job over `verbs;ofi_rxm` runs with nothing set by the user: libfabric reads them once, when it
-//! loads, so `World::init` sets them first (only those the environment does not set).
+//! The variables each rank sets for itself before libfabric loads: libfabric and the libraries
+//! it links read them once, when they load, so `World::init` sets them first (only those the
+//! environment does not set).
+//!
+//! On every machine:
+//!
+//! - `IPATH_NO_BACKTRACE=1`: Debian's libfabric links QLogic PSM's `libinfinipath`, whose
+//!   load-time constructor otherwise installs its own handler for SIGINT, SIGTERM, SIGSEGV,
+//!   SIGBUS, SIGILL and SIGABRT, in place of the program's. That handler writes a backtrace to
+//!   stderr and to a file `<program>.80s-<pid>,<host>.btr` in the working directory (for the
+//!   faults) and then exits with status 1: a rank stopped by Ctrl-C, by Slurm's SIGTERM or by
+//!   an abort was no longer reported as killed by its signal, and a handler the program had
+//!   installed (before `World::init`, or while the library loads after it) was gone. Open MPI's
+//!   `opal_init` sets the same variable.
+//!
+//! Where the kernel lists an RDMA device, so that a job over `verbs;ofi_rxm` runs with nothing
+//! set by the user:
 //!
 //! - `FI_UNIVERSE_SIZE`: rxm asks the verbs provider for one completion queue of
 //!   `rx x U + tx x U` entries (`rx` counted once where receive contexts are shared,
@@ -16,6 +30,9 @@
 //!   local buffer on a page of window memory): rxm's map of keys for atomics refuses the cached
 //!   key again (`MR map insert for atomic verification failed`), the registration fails after
 //!   freeing what it returns, and atomics on the memory fail with `unknown key`.
+
+/// The variable that keeps `libinfinipath`'s signal handlers out.
+const NO_BACKTRACE: &str = "IPATH_NO_BACKTRACE";
 
 /// rxm's `FI_UNIVERSE_SIZE` when the environment sets none.
 const RXM_DEFAULT: usize = 256;
@@ -42,9 +59,10 @@ pub(crate) fn fitting(max_cqe: usize, var: impl Fn(&str) -> Option<String>) -> O
     (u >= 1).then_some(u.min(RXM_DEFAULT))
 }
 
-/// Set the variables above for this process's libfabric where the kernel lists an RDMA device
-/// (and the environment does not set them), before libfabric loads.
+/// Set the variables above for this process's libfabric (each that the environment does not
+/// set), before libfabric loads.
 pub(crate) fn apply() {
+    let _ = onesided_fabric::preset(NO_BACKTRACE, "1");
     if !rdma_devices() {
         return;
     }
@@ -69,8 +87,15 @@ pub(crate) fn apply() {
 /// What `onesided info` says of them: the values a rank uses and why.
 #[cfg(feature = "launcher")]
 pub(crate) fn describe() -> String {
+    let backtrace = match std::env::var(NO_BACKTRACE) {
+        Ok(v) => format!("{NO_BACKTRACE}={v} (set in the environment)"),
+        Err(_) => format!(
+            "{NO_BACKTRACE}=1, set by each rank (the program's signal handlers stay, not \
+             libinfinipath's)"
+        ),
+    };
     if !rdma_devices() {
-        return "libfabric settings: none needed (no RDMA device)".into();
+        return format!("libfabric settings: {backtrace}; no others needed (no RDMA device)");
     }
     let cache = match std::env::var("FI_MR_CACHE_MAX_COUNT") {
         Ok(v) => format!("FI_MR_CACHE_MAX_COUNT={v} (set in the environment)"),
@@ -98,7 +123,7 @@ pub(crate) fn describe() -> String {
             },
         }
     };
-    format!("libfabric settings: {cache}; {universe}")
+    format!("libfabric settings: {backtrace}; {cache}; {universe}")
 }
 
 /// Whether the kernel lists RDMA devices (a look at sysfs, before loading libibverbs).
