@@ -208,6 +208,11 @@ fn abort_lent(why: &Result<()>) -> ! {
     eprintln!(
         "onesided: aborting: memory lent to Window::create cannot be handed back while other ranks may still write into it ({why})"
     );
+    // An abort runs no destructor, so libfabric's shm provider cannot remove the segments it
+    // names after this process. The survivors of a node remove a dead rank's, but they may be
+    // aborting too (every rank that lent memory to the window does): remove them first. Peers
+    // that mapped them keep their mappings.
+    let _ = onesided_shm::cleanup::remove_fabric_segments(&[std::process::id()]);
     std::process::abort()
 }
 

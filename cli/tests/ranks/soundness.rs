@@ -9,7 +9,9 @@ use onesided::{Assert, Info, LockType, Window, World};
 /// window cannot be forgotten; and if the closure panics, the process must abort rather than
 /// hand the memory back while other ranks may still write into it. Rank 1 panics inside the
 /// closure after a fence, while rank 0 goes on putting into rank 1's memory: the launcher must
-/// report rank 1 dead by SIGABRT, with the library's reason on stderr.
+/// report rank 1 dead by SIGABRT, with the library's reason on stderr. Rank 0 then aborts too
+/// (its own memory is lent as well), so nobody is left to clean up after rank 1: under every
+/// process manager, an aborting rank removes its libfabric shm segments itself.
 pub fn panic_inside_create_aborts(world: &World, _: onesided::Flavor) -> Res {
     let me = world.rank();
     ensure!(
