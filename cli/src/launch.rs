@@ -330,8 +330,10 @@ fn rank_command(
         // Debian's libfabric links libinfinipath, whose load-time constructor turns fatal signals
         // into a backtrace file and exit status 1 unless this is set: ranks must die by their
         // signal, so that the launcher reports it. `World::init` sets it too (for `srun` and
-        // `mpirun`); here it also reaches rank programs that load libfabric without onesided.
-        .env("IPATH_NO_BACKTRACE", "1");
+        // `mpirun`), with `HFI_NO_BACKTRACE` for older `libpsm2`s (`presets.rs`); here they also
+        // reach rank programs that load libfabric without onesided.
+        .env("IPATH_NO_BACKTRACE", "1")
+        .env("HFI_NO_BACKTRACE", "1");
     match job.simulate_nodes {
         Some(k) => cmd.env(boot::ENV_NODE, format!("sim{}", r * k / job.n)),
         None => cmd.env_remove(boot::ENV_NODE),

@@ -4,14 +4,16 @@
 //!
 //! On every machine:
 //!
-//! - `IPATH_NO_BACKTRACE=1`: Debian's libfabric links QLogic PSM's `libinfinipath`, whose
-//!   load-time constructor otherwise installs its own handler for SIGINT, SIGTERM, SIGSEGV,
-//!   SIGBUS, SIGILL and SIGABRT, in place of the program's. That handler writes a backtrace to
-//!   stderr and to a file `<program>.80s-<pid>,<host>.btr` in the working directory (for the
-//!   faults) and then exits with status 1: a rank stopped by Ctrl-C, by Slurm's SIGTERM or by
-//!   an abort was no longer reported as killed by its signal, and a handler the program had
-//!   installed (before `World::init`, or while the library loads after it) was gone. Open MPI's
-//!   `opal_init` sets the same variable.
+//! - `IPATH_NO_BACKTRACE=1` and `HFI_NO_BACKTRACE=1`: Debian's libfabric links QLogic PSM's
+//!   `libinfinipath`, whose load-time constructor otherwise installs its own handler for SIGINT,
+//!   SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT, in place of the program's. That handler writes
+//!   a backtrace to stderr and to a file `<program>.80s-<pid>,<host>.btr` in the working
+//!   directory (for the faults) and then exits with status 1: a rank stopped by Ctrl-C, by
+//!   Slurm's SIGTERM or by an abort was no longer reported as killed by its signal, and a handler
+//!   the program had installed (before `World::init`, or while the library loads after it) was
+//!   gone. Older releases of Intel's `libpsm2` (Omni-Path) install such handlers too unless
+//!   `HFI_NO_BACKTRACE` is set, by Open MPI's release notes (Debian's installs none unless
+//!   `HFI_BACKTRACE` is set). Open MPI's `opal_init` sets both.
 //!
 //! Where the kernel lists an RDMA device, so that a job over `verbs;ofi_rxm` runs with nothing
 //! set by the user:
@@ -31,8 +33,8 @@
 //!   key again (`MR map insert for atomic verification failed`), the registration fails after
 //!   freeing what it returns, and atomics on the memory fail with `unknown key`.
 
-/// The variable that keeps `libinfinipath`'s signal handlers out.
-const NO_BACKTRACE: &str = "IPATH_NO_BACKTRACE";
+/// The variables that keep `libinfinipath`'s and `libpsm2`'s signal handlers out.
+const NO_BACKTRACE: [&str; 2] = ["IPATH_NO_BACKTRACE", "HFI_NO_BACKTRACE"];
 
 /// rxm's `FI_UNIVERSE_SIZE` when the environment sets none.
 const RXM_DEFAULT: usize = 256;
@@ -62,7 +64,9 @@ pub(crate) fn fitting(max_cqe: usize, var: impl Fn(&str) -> Option<String>) -> O
 /// Set the variables above for this process's libfabric (each that the environment does not
 /// set), before libfabric loads.
 pub(crate) fn apply() {
-    let _ = onesided_fabric::preset(NO_BACKTRACE, "1");
+    for var in NO_BACKTRACE {
+        let _ = onesided_fabric::preset(var, "1");
+    }
     if !rdma_devices() {
         return;
     }
@@ -87,13 +91,13 @@ pub(crate) fn apply() {
 /// What `onesided info` says of them: the values a rank uses and why.
 #[cfg(feature = "launcher")]
 pub(crate) fn describe() -> String {
-    let backtrace = match std::env::var(NO_BACKTRACE) {
-        Ok(v) => format!("{NO_BACKTRACE}={v} (set in the environment)"),
-        Err(_) => format!(
-            "{NO_BACKTRACE}=1, set by each rank (the program's signal handlers stay, not \
-             libinfinipath's)"
-        ),
-    };
+    let backtrace = NO_BACKTRACE
+        .map(|var| match std::env::var(var) {
+            Ok(v) => format!("{var}={v} (set in the environment)"),
+            Err(_) => format!("{var}=1, set by each rank"),
+        })
+        .join(", ");
+    let backtrace = format!("{backtrace} (the program's signal handlers stay, not PSM's)");
     if !rdma_devices() {
         return format!("libfabric settings: {backtrace}; no others needed (no RDMA device)");
     }
