@@ -174,6 +174,10 @@ pub enum ThreadLevel {
 /// threads of shared windows.
 static MULTIPLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The rank and size this process joined its job with, once a [`World::init`] has joined a
+/// process manager: the job is joined once per process (`World::init` after it fails).
+static JOINED: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+
 /// Whether a world of this process was made at [`ThreadLevel::Multiple`].
 #[cfg(have_ibverbs)]
 pub(crate) fn threads_multiple() -> bool {
@@ -210,6 +214,11 @@ impl World {
     /// onesided's launcher, PMIx (`srun --mpi=pmix`, `mpirun`), PMI-1 (`mpiexec` of MPICH,
     /// `srun --mpi=pmi2`), or none. A misspelt setting, or a parallel launch without a usable
     /// process manager, is an error on every rank.
+    ///
+    /// A process joins its job once, as MPI initializes once: under a process manager, a
+    /// second call fails with MPI_ERR_OTHER, whether the first world still lives or was dropped.
+    /// Without one, every call makes a new world of one rank (as tests that each make their own
+    /// do).
     ///
     /// # MPI-4.1: 11.2.1 (MPI_INIT)
     pub fn init() -> Result<World> {
@@ -256,6 +265,15 @@ impl World {
     /// the same transport and fabric settings, else every rank fails naming the differences.
     pub fn init_with(mut config: Config) -> Result<World> {
         in_call(None, "MPI_Init", || {
+            if let Some((rank, size)) = JOINED.get() {
+                return Err(Error::new(
+                    ErrorClass::Other,
+                    format!(
+                        "this process joined its job already, as rank {rank} of {size}: under a \
+                         process manager a process initializes its world once (MPI-4.1: 11.2.1)"
+                    ),
+                ));
+            }
             crate::log::init()?;
             // Before the process manager's threads start: libfabric reads its variables when it
             // loads (a rank that reaches every target by direct verbs never loads it).
@@ -300,6 +318,7 @@ impl World {
                 });
             };
             let (rank, size, job_id) = (pm.rank(), pm.size(), pm.job_id());
+            let _ = JOINED.set((rank, size));
             crate::log::set_rank(rank);
             tracing::debug!(pm = ?pm.kind(), rank, size, job = job_id, pid, node, "joined the job");
             // What killed jobs of any process manager left behind (best effort: a segment of a

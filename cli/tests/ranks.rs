@@ -537,6 +537,10 @@ static SCENARIOS: &[Scenario] = &[
     ),
     Scenario {
         direct: true,
+        ..scenario("world::init_once", world::init_once, &[2, 3])
+    },
+    Scenario {
+        direct: true,
         ..scenario(
             "world::signal_handlers_stay",
             world::signal_handlers_stay,

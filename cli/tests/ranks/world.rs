@@ -233,3 +233,58 @@ pub fn signal_handlers_stay(world: &World, _: Flavor) -> Res {
     world.barrier().ctx("barrier")?;
     win.free().ctx("free")
 }
+
+/// A process joins its job once, as MPI initializes once: a second `World::init` under a
+/// process manager fails with MPI_ERR_OTHER, saying so, and leaves the first world as it was
+/// (every process manager used to answer differently: onesided's launcher refused the rank as
+/// connected already, PMIx made a second world over the same job, PMI-1 found its socket
+/// taken). Without a process manager it makes a new world of one rank.
+///
+/// # MPI-4.1: 11.2.1 (MPI_INIT)
+pub fn init_once(world: &World, _: Flavor) -> Result<(), String> {
+    let (me, n) = (world.rank(), world.size());
+    match World::init() {
+        Ok(second) if n == 1 => {
+            ensure_eq!(
+                (second.rank(), second.size()),
+                (0, 1),
+                "a second world without a process manager"
+            );
+            second.barrier().ctx("the second world's barrier")?;
+        }
+        Ok(second) => {
+            return Err(format!(
+                "a second World::init under a process manager gave rank {} of {}",
+                second.rank(),
+                second.size()
+            ));
+        }
+        Err(e) => {
+            ensure!(
+                n > 1,
+                "a second world without a process manager failed: {e}"
+            );
+            ensure_eq!(
+                e.class(),
+                ErrorClass::Other,
+                "class of the second World::init"
+            );
+            let says = format!("joined its job already, as rank {me} of {n}");
+            ensure!(
+                e.to_string().contains(&says),
+                "the error should say {says:?}: {e}"
+            );
+        }
+    }
+    let win = Window::allocate(world, 8, 8, &Info::new()).ctx("allocate after it")?;
+    win.fence(Assert::NONE).ctx("fence")?;
+    win.put(&[me as u64 + 1], (me + 1) % n, 0).ctx("put")?;
+    win.fence(Assert::NONE).ctx("fence")?;
+    let got = local_u64(&win, 1)?;
+    ensure_eq!(
+        got,
+        vec![((me + n - 1) % n) as u64 + 1],
+        "the left neighbour's put"
+    );
+    win.free().ctx("free")
+}
