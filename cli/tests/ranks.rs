@@ -539,6 +539,11 @@ static SCENARIOS: &[Scenario] = &[
         direct: true,
         ..scenario("world::init_once", world::init_once, &[2, 3])
     },
+    scenario(
+        "world::children_get_no_tcp_sockets",
+        world::children_get_no_tcp_sockets,
+        &[2, 3],
+    ),
     Scenario {
         direct: true,
         ..scenario(

@@ -326,6 +326,21 @@ impl Endpoint {
         waking && c.doorbell.is_some() && !bound
     }
 
+    /// Keep the provider's sockets of this endpoint, and of its connections to the peers at
+    /// `peers` (the addresses they were inserted at), out of the processes the program starts
+    /// (`inherit.rs`): libfabric's tcp provider opens them without close-on-exec. Call it once
+    /// the pairs are connected; how many descriptors it marked.
+    pub fn keep_sockets_from_children<'n>(&self, peers: impl Iterator<Item = &'n [u8]>) -> usize {
+        let own = [self.name().ok(), self.near_name().ok().flatten()];
+        let mut addresses: Vec<_> = peers.filter_map(crate::inherit::socket_address).collect();
+        addresses.extend(
+            own.iter()
+                .flatten()
+                .filter_map(|n| crate::inherit::socket_address(n)),
+        );
+        crate::inherit::close_on_exec(&addresses)
+    }
+
     /// Whether the peer at address `name` was inserted already (by an earlier window).
     pub fn knows(&self, name: &[u8]) -> bool {
         self.peers.borrow().contains_key(name)

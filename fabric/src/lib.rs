@@ -66,6 +66,8 @@ mod gather;
 #[cfg(have_libfabric)]
 mod info;
 #[cfg(have_libfabric)]
+mod inherit;
+#[cfg(have_libfabric)]
 mod joint;
 #[cfg(have_libfabric)]
 mod lane;

@@ -288,3 +288,63 @@ pub fn init_once(world: &World, _: Flavor) -> Result<(), String> {
     );
     win.free().ctx("free")
 }
+
+/// A process the program starts after its first window inherits none of the TCP sockets the
+/// window's transports opened: libfabric's tcp provider opens its sockets without
+/// close-on-exec, and a child held the rank's listening socket and connections open after the
+/// rank was gone. Each rank notes the TCP sockets it holds (those of its process manager among
+/// them, which are not onesided's), puts to every rank, starts a shell that lists its
+/// descriptors, and looks each of them up among this network namespace's TCP sockets.
+pub fn children_get_no_tcp_sockets(world: &World, _: Flavor) -> Res {
+    let (me, n) = (world.rank(), world.size());
+    let before = held_tcp_sockets();
+    let win = Window::allocate(world, 8 * n, 8, &Info::new()).ctx("allocate")?;
+    win.fence(Assert::NONE).ctx("fence")?;
+    for t in 0..n {
+        win.put(&[me as u64 + 1], t, me).ctx("put")?;
+    }
+    win.fence(Assert::NONE).ctx("fence")?;
+    let opened: Vec<String> = held_tcp_sockets()
+        .into_iter()
+        .filter(|s| !before.contains(s))
+        .collect();
+    let listed = std::process::Command::new("sh")
+        .args(["-c", "for f in /proc/$$/fd/*; do readlink \"$f\"; done"])
+        .output()
+        .map_err(|e| format!("starting sh: {e}"))?;
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let inherited: Vec<&str> = listed
+        .lines()
+        .filter(|l| opened.iter().any(|s| s == l))
+        .collect();
+    ensure!(
+        inherited.is_empty(),
+        "rank {me}'s child inherited {inherited:?} of the {} TCP sockets the window's transports \
+         opened",
+        opened.len()
+    );
+    win.fence(Assert::NONE).ctx("fence")?;
+    win.free().ctx("free")
+}
+
+/// The TCP sockets this process holds, as `/proc/self/fd` names them (`socket:[INODE]`).
+fn held_tcp_sockets() -> Vec<String> {
+    let tcp: Vec<String> = ["/proc/self/net/tcp", "/proc/self/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .flat_map(|t| {
+            t.lines()
+                .skip(1)
+                .filter_map(|l| l.split_whitespace().nth(9).map(|i| format!("socket:[{i}]")))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    std::fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|l| l.to_string_lossy().into_owned())
+        .filter(|l| tcp.contains(l))
+        .collect()
+}

@@ -813,9 +813,11 @@ impl<'a> Attach<'a> for FabricTransport<'a> {
 
     /// Read 8 bytes of the control block of every rank this endpoint has not read from yet:
     /// rxm connects the pair then, answered by the peer's progress (over software RoCE under
-    /// load, a first `lock_all` timed out connecting in the middle of an epoch).
+    /// load, a first `lock_all` timed out connecting in the middle of an epoch). Then the
+    /// provider's sockets, connected now, are kept from the processes the program starts.
     fn warm_up(&self) -> Result<()> {
         let ep = &self.res.ep;
+        let mut fresh = false;
         for (r, t) in self.targets.iter().enumerate() {
             if self.res.warmed.borrow().contains(&self.world[r]) {
                 continue;
@@ -835,6 +837,11 @@ impl<'a> Attach<'a> for FabricTransport<'a> {
             };
             ep.read(&mut [0u8; 8], at, &live).map_err(fi_err)?;
             self.res.warmed.borrow_mut().insert(self.world[r]);
+            fresh = true;
+        }
+        if fresh {
+            let marked = ep.keep_sockets_from_children(self.targets.iter().map(|t| &t.name[..]));
+            tracing::debug!(marked, "the provider's sockets kept from child processes");
         }
         Ok(())
     }
