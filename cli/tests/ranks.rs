@@ -424,6 +424,7 @@ static SCENARIOS: &[Scenario] = &[
     flavored("atomics::cas_claims", atomics::cas_claims, &[3]),
     flavored("atomics::ops_and_types", atomics::ops_and_types, &[2, 3]),
     flavored("atomics::vectors", atomics::vectors, &[3]),
+    flavored("atomics::vector_ops", atomics::vector_ops, &[2, 4]),
     flavored("notify::producers", notify::producers, &[2, 4]),
     flavored("notify::epochs", notify::epochs, &[2, 3]),
     flavored("pscw::ring", pscw::ring, &[2, 3, 8]),

@@ -164,7 +164,6 @@ pub fn combine(elem: Elem, op: Op, old: u64, operand: u64) -> u64 {
 /// Apply `op` to every element of `target` with the operand at the same place of `operands`
 /// (little-endian elements of `elem`, as many as both hold), as [`combine`] does one by one:
 /// the operation is chosen once for the whole run, so that a long accumulate is a plain loop.
-#[cfg(any(have_libfabric, test))]
 pub fn combine_all(elem: Elem, op: Op, target: &mut [u8], operands: &[u8]) {
     macro_rules! run {
         ($t:ty, $f:expr) => {{

@@ -5,6 +5,7 @@
 use super::{Accumulate, AccumulateMany, Amo, Space, Transport, bits};
 use crate::error::Result;
 use crate::protocol::layout;
+use crate::protocol::reduce::combine_all;
 
 /// Read-modify-write `len` bytes at `offset` of `target`'s `space` under its accumulate
 /// lock word ([`layout::ACC_LOCK`]): take it (compare-and-swap 0 to 1), read the bytes, let
@@ -93,7 +94,7 @@ pub(crate) fn locked_accumulate_many(
     acc: AccumulateMany<'_>,
     mut fetched: Option<&mut [u8]>,
 ) -> Result<()> {
-    let (size, len) = (acc.elem.size(), acc.operands.len());
+    let len = acc.operands.len();
     let chunk = acc.piece(len);
     for start in (0..len).step_by(chunk) {
         let end = (start + chunk).min(len);
@@ -102,9 +103,7 @@ pub(crate) fn locked_accumulate_many(
             ..acc
         };
         let old = locked(t, watch, target, space, offset + start, end - start, |b| {
-            for (i, e) in b.chunks_exact_mut(size).enumerate() {
-                e.copy_from_slice(&part.element(i).next(bits(e)).to_le_bytes()[..size]);
-            }
+            combine_all(part.elem, part.op, b, part.operands)
         })?;
         if let Some(f) = fetched.as_deref_mut() {
             f[start..end].copy_from_slice(&old);

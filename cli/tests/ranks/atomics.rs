@@ -218,6 +218,140 @@ pub fn vectors(world: &World, flavor: Flavor) -> Res {
     })
 }
 
+/// Elements per call of [`vector_ops`].
+const RUN: usize = 37;
+
+/// Bytes of one (type, operation) region of [`vector_ops`]: a run of 8-byte elements and room
+/// to shift it by one byte.
+const REGION: usize = 8 * RUN + 8;
+
+/// One element type's runs in [`vector_ops`]: every rank accumulates a run of [`RUN`] elements
+/// with each operation that applies into rank 0, at an aligned displacement and at one byte
+/// past it in a region of its own (CPU or NIC atomics per element where they apply; the target's accumulate lock
+/// over the whole run otherwise, and over all of a create window's memory). `region` counts
+/// the regions used so far, and the macro gives the count after its own; `neg` is subtracted from the operands (5 for the signed types, so
+/// that some are negative). Checks the ends at rank 0 and through `get_accumulate` with
+/// MPI_NO_OP at every rank.
+macro_rules! runs_of {
+    ($win:expr, $world:expr, $region:expr, $t:ty, $neg:expr, $ops:expr) => {{
+        let (win, world): (&onesided::Window<'_>, &World) = ($win, $world);
+        let (me, n) = (world.rank(), world.size());
+        let init = |i: usize| (i % 5 + 1) as $t;
+        // Small integers (negative for the signed types), exact in every type.
+        let operand = |r: usize, i: usize| ((r * 7 + i * 3) % 11) as $t - $neg as $t;
+        // Factors whose products over every rank are exact in every type.
+        let factor = |r: usize, i: usize| [1 as $t, 2 as $t, 3 as $t][(r + i) % 3];
+        let bits = |r: usize, i: usize| (((r + i) % 7) as $t).max(1 as $t) * (3 as $t);
+        let ops: &[Op] = $ops;
+        let first = $region;
+        let at = |k: usize, shift: usize| (first + 2 * k + shift) * REGION + shift;
+        if me == 0 {
+            for k in 0..ops.len() {
+                for shift in [0, 1] {
+                    let start: Vec<$t> = (0..RUN).map(init).collect();
+                    win.write_local(at(k, shift), &start).ctx("write_local")?;
+                }
+            }
+        }
+        world.barrier().ctx("barrier")?;
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        for (k, &op) in ops.iter().enumerate() {
+            let mine: Vec<$t> = (0..RUN)
+                .map(|i| match op {
+                    Op::Prod => factor(me, i),
+                    Op::Band | Op::Bor | Op::Bxor => bits(me, i),
+                    _ => operand(me, i),
+                })
+                .collect();
+            for shift in [0, 1] {
+                win.accumulate(&mine, 0, at(k, shift), op).ctx(&format!(
+                    "accumulate {} {op:?} at byte {}",
+                    stringify!($t),
+                    at(k, shift)
+                ))?;
+            }
+        }
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+        win.lock_all(Assert::NONE).ctx("lock_all")?;
+        for (k, &op) in ops.iter().enumerate() {
+            for shift in [0, 1] {
+                let mut end = vec![0 as $t; RUN];
+                let what = format!("{} {op:?} at byte {}", stringify!($t), at(k, shift));
+                win.get_accumulate(&[0 as $t; RUN], &mut end, 0, at(k, shift), Op::NoOp)
+                    .ctx(&what)?;
+                for (i, &got) in end.iter().enumerate() {
+                    let want = (0..n).fold(init(i), |acc: $t, r| match op {
+                        Op::Sum => acc + operand(r, i),
+                        Op::Prod => acc * factor(r, i),
+                        Op::Min => {
+                            if operand(r, i) < acc {
+                                operand(r, i)
+                            } else {
+                                acc
+                            }
+                        }
+                        Op::Max => {
+                            if operand(r, i) > acc {
+                                operand(r, i)
+                            } else {
+                                acc
+                            }
+                        }
+                        Op::Replace => operand(r, i),
+                        // Integer types only: bits of u64 wide, the bitwise operations keep the low ones.
+                        _ => bitwise(op, acc as u64, bits(r, i) as u64) as $t,
+                    });
+                    if op == Op::Replace {
+                        // Each element is one rank's, whichever came last there.
+                        ensure!(
+                            (0..n).any(|r| operand(r, i) == got),
+                            "{what}, element {i}: {got:?} is no rank's operand"
+                        );
+                    } else {
+                        ensure_eq!(got, want, "{what}, element {i}");
+                    }
+                }
+            }
+        }
+        win.unlock_all().ctx("unlock_all")?;
+        world.barrier().ctx("barrier")?;
+        first + 2 * ops.len()
+    }};
+}
+
+/// An integer bitwise operation, for [`vector_ops`]' expected values.
+fn bitwise(op: Op, a: u64, b: u64) -> u64 {
+    match op {
+        Op::Band => a & b,
+        Op::Bor => a | b,
+        _ => a ^ b,
+    }
+}
+
+/// Calls of [`RUN`] elements with every operation on every element type, from every rank into
+/// rank 0 at once, aligned and one byte off: the ends are exact (MPI_REPLACE: each element is
+/// one rank's operand). Where a run is applied under the target's accumulate lock it is
+/// combined as one loop (`protocol::reduce::combine_all`); this checks that loop against MPI's
+/// definition of each operation.
+///
+/// # MPI-4.1: 12.3.4 (predefined operations on the elements), 12.7.1 (atomic per element)
+pub fn vector_ops(world: &World, flavor: Flavor) -> Res {
+    use Op::*;
+    const INTEGER: &[Op] = &[Sum, Prod, Min, Max, Band, Bor, Bxor, Replace];
+    const FLOAT: &[Op] = &[Sum, Prod, Min, Max, Replace];
+    let bytes = 2 * (4 * INTEGER.len() + 2 * FLOAT.len()) * REGION;
+    with_window(world, flavor, bytes, 1, &Info::new(), |win| {
+        let r = runs_of!(win, world, 0, i32, 5, INTEGER);
+        let r = runs_of!(win, world, r, u32, 0, INTEGER);
+        let r = runs_of!(win, world, r, i64, 5, INTEGER);
+        let r = runs_of!(win, world, r, u64, 0, INTEGER);
+        let r = runs_of!(win, world, r, f32, 5, FLOAT);
+        let _ = runs_of!(win, world, r, f64, 5, FLOAT);
+        Ok(())
+    })
+}
+
 /// What MPI names: MPI_NO_OP in accumulate and bitwise ops on floats (MPI_ERR_OP), float
 /// compare-and-swap (MPI_ERR_TYPE), a short result buffer (MPI_ERR_COUNT), out of range
 /// (MPI_ERR_RMA_RANGE, nothing written), outside an epoch (MPI_ERR_RMA_SYNC).
