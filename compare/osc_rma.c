@@ -1,16 +1,21 @@
 /* The MPI side of onesided's comparisons: the OSU one-sided timed loops for 8-byte put with
  * -s lock, -s lock_all, -s flush and -s pscw (2 ranks); inside one shared lock, get, 4 KiB put
- * and get, compare-and-swap, fetch-and-op and accumulate (a long, MPI_SUM), each with a flush;
+ * and get, compare-and-swap, fetch-and-op, accumulate (a long, MPI_SUM) and a vector accumulate
+ * (64 KiB of floats, MPI_SUM: acc64k, as `onesided bench acc_latency -T float -m 64K:64K`), each
+ * with a flush;
  * and a fence latency over N ranks, written
  * against plain MPI so that `mpirun --mca osc sm` measures Open MPI's shared-memory RMA the way
  * `onesided bench` measures onesided. Prints `test ranks us` lines; see compare/README.md.
  *
- * Usage: osc_rma lock|lock_all|flush|get|flush4k|get4k|cas|fop|acc|pscw|fence ITERS WARMUP
+ * Usage: osc_rma lock|lock_all|flush|get|flush4k|get4k|cas|fop|acc|acc64k|pscw|fence ITERS WARMUP
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Bytes of the window and of the origin buffer: the largest transfer, acc64k's. */
+#define BUF 65536
 
 static double loop(const char *test, MPI_Win win, int rank, int size, long iters, char *buf)
 {
@@ -85,6 +90,10 @@ static double loop(const char *test, MPI_Win win, int rank, int size, long iters
             } else if (!strcmp(test, "acc")) {
                 MPI_Accumulate(&one, 1, MPI_LONG, 1, 0, 1, MPI_LONG, MPI_SUM, win);
                 MPI_Win_flush(1, win);
+            } else if (!strcmp(test, "acc64k")) {
+                int n = BUF / sizeof(float);
+                MPI_Accumulate(buf, n, MPI_FLOAT, 1, 0, n, MPI_FLOAT, MPI_SUM, win);
+                MPI_Win_flush(1, win);
             } else {
                 MPI_Put(buf, 8, MPI_CHAR, 1, 0, 8, MPI_CHAR, win);
                 MPI_Win_flush(1, win);
@@ -103,7 +112,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     if (argc != 4) {
-        fprintf(stderr, "usage: osc_rma lock|lock_all|flush|get|flush4k|get4k|cas|fop|acc|pscw|fence ITERS WARMUP\n");
+        fprintf(stderr, "usage: osc_rma lock|lock_all|flush|get|flush4k|get4k|cas|fop|acc|acc64k|pscw|fence ITERS WARMUP\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *test = argv[1];
@@ -113,8 +122,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     char *base;
     MPI_Win win;
-    MPI_Win_allocate(4096, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
-    static char buf[4096] = {1, 2, 3, 4, 5, 6, 7, 8};
+    MPI_Win_allocate(BUF, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    static char buf[BUF] = {1, 2, 3, 4, 5, 6, 7, 8};
     loop(test, win, rank, size, warmup, buf);
     MPI_Barrier(MPI_COMM_WORLD);
     double t = loop(test, win, rank, size, iters, buf);
