@@ -225,6 +225,47 @@ impl<'a> Mem<'a> {
         // SAFETY: in range and aligned (checked by `word`); lives as long as `self`.
         Ok(unsafe { AtomicU32::from_ptr(p.cast()) })
     }
+
+    /// The address of `count` consecutive `size`-byte words from `offset`, which must all be
+    /// in range and the first aligned to `size` (so every one is).
+    fn words(&self, offset: usize, count: usize, size: usize) -> Result<*mut u8, OutOfRange> {
+        let len = count.checked_mul(size).ok_or(OutOfRange {
+            offset,
+            len: usize::MAX,
+            limit: self.len,
+        })?;
+        self.check(offset, len)?;
+        // SAFETY: `offset + len <= self.len` was checked (`offset <= self.len` even for
+        // `len` 0), so the pointer stays inside the block or one past its end.
+        let p = unsafe { self.ptr.as_ptr().add(offset) };
+        if !(p as usize).is_multiple_of(size) {
+            return Err(OutOfRange {
+                offset,
+                len,
+                limit: self.len,
+            });
+        }
+        Ok(p)
+    }
+
+    /// The `count` 8-byte atomic words from `offset` (8-aligned in memory), as one slice: a run
+    /// of elements checked once.
+    #[inline]
+    pub fn atomic_u64s(&self, offset: usize, count: usize) -> Result<&[AtomicU64], OutOfRange> {
+        let p = self.words(offset, count, 8)?;
+        // SAFETY: `count` words in range and aligned (checked by `words`), living as long as
+        // `self`; all concurrent accessors of these words use atomics, and `AtomicU64` has the
+        // size and alignment of the 8 bytes it covers.
+        Ok(unsafe { std::slice::from_raw_parts(p.cast::<AtomicU64>(), count) })
+    }
+
+    /// The `count` 4-byte atomic words from `offset` (4-aligned in memory), as one slice.
+    #[inline]
+    pub fn atomic_u32s(&self, offset: usize, count: usize) -> Result<&[AtomicU32], OutOfRange> {
+        let p = self.words(offset, count, 4)?;
+        // SAFETY: as in `atomic_u64s`, with 4-byte words.
+        Ok(unsafe { std::slice::from_raw_parts(p.cast::<AtomicU32>(), count) })
+    }
 }
 
 /// A [`Mem`] that threads share: `Sync`, with copies in and out made of atomic accesses
@@ -326,6 +367,18 @@ impl<'a> SyncMem<'a> {
     pub fn atomic_u32(&self, offset: usize) -> Result<&AtomicU32, OutOfRange> {
         self.0.atomic_u32(offset)
     }
+
+    /// The `count` 8-byte atomic words from `offset` (8-aligned in memory).
+    #[inline]
+    pub fn atomic_u64s(&self, offset: usize, count: usize) -> Result<&[AtomicU64], OutOfRange> {
+        self.0.atomic_u64s(offset, count)
+    }
+
+    /// The `count` 4-byte atomic words from `offset` (4-aligned in memory).
+    #[inline]
+    pub fn atomic_u32s(&self, offset: usize, count: usize) -> Result<&[AtomicU32], OutOfRange> {
+        self.0.atomic_u32s(offset, count)
+    }
 }
 
 /// Copy `len` bytes from `src` to `dst`: 8 bytes, the commonest RMA payload, as one load and
@@ -401,6 +454,35 @@ mod tests {
         let mut out = [0u8; 8];
         m.read(8, &mut out).unwrap();
         assert_eq!(u64::from_ne_bytes(out), 5);
+    }
+
+    #[test]
+    fn runs_of_atomic_words_are_checked_once_and_whole() {
+        let m = Mem::alloc(64, 64).unwrap();
+        let run = m.atomic_u64s(8, 7).unwrap();
+        assert_eq!(run.len(), 7);
+        run[6].store(9, Ordering::Relaxed);
+        let mut out = [0u8; 8];
+        m.read(56, &mut out).unwrap();
+        assert_eq!(u64::from_ne_bytes(out), 9);
+        assert!(m.atomic_u64s(8, 8).is_err(), "one word past the end");
+        assert!(m.atomic_u64s(4, 2).is_err(), "misaligned");
+        assert!(
+            m.atomic_u64s(8, usize::MAX).is_err(),
+            "a count whose bytes overflow"
+        );
+        assert!(m.atomic_u64s(64, 0).unwrap().is_empty());
+        let words = m.atomic_u32s(4, 15).unwrap();
+        words[0].store(3, Ordering::Relaxed);
+        assert_eq!(m.atomic_u32(4).unwrap().load(Ordering::Relaxed), 3);
+        assert!(m.atomic_u32s(2, 1).is_err());
+        assert!(m.atomic_u32s(4, 16).is_err());
+        let shared = SyncMem::new(m.clone());
+        assert_eq!(
+            shared.atomic_u64s(0, 8).unwrap()[7].load(Ordering::Relaxed),
+            9
+        );
+        assert!(shared.atomic_u32s(0, 17).is_err());
     }
 
     #[test]

@@ -142,7 +142,8 @@ impl AccumulateMany<'_> {
         Ok(())
     }
 
-    /// The read-modify-write of element `i` alone.
+    /// The read-modify-write of element `i` alone (the direct verbs transport's NIC atomics).
+    #[cfg(have_ibverbs)]
     pub fn element(&self, i: usize) -> Accumulate {
         let size = self.elem.size();
         Accumulate {

@@ -26,7 +26,7 @@ use crate::codec::{Dec, Enc};
 use crate::error::{Error, ErrorClass, Result};
 use crate::peers::Peers;
 use crate::protocol::layout;
-use crate::protocol::reduce::Op;
+use crate::protocol::reduce::{Elem, Op, combine};
 use onesided_shm::cma::{CmaError, RemoteMem};
 use onesided_shm::{FileId, Mem, OutOfRange, Segment};
 use std::cell::RefCell;
@@ -464,6 +464,74 @@ pub(crate) fn rmw_word(word: Word<'_>, acc: Accumulate) -> u64 {
     }
 }
 
+/// A run of elements' words for CPU atomics: 8 or 4 bytes each, aligned to their size.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Words<'m> {
+    U64(&'m [AtomicU64]),
+    U32(&'m [AtomicU32]),
+}
+
+impl<'m> Words<'m> {
+    /// The `count` words of `elem` from `offset` of `mem` (in range and aligned, checked once:
+    /// MPI_ERR_RMA_RANGE otherwise).
+    pub(crate) fn of(mem: &'m Mem<'_>, offset: usize, elem: Elem, count: usize) -> Result<Self> {
+        Ok(match elem.size() {
+            8 => Words::U64(mem.atomic_u64s(offset, count)?),
+            _ => Words::U32(mem.atomic_u32s(offset, count)?),
+        })
+    }
+}
+
+/// Each element's read-modify-write of `op` with its operand (little-endian `operands`, one
+/// per word) by CPU atomics, one atomic per element, each on its own: a single instruction
+/// for integer sums, replacement and reads, a compare-and-swap loop otherwise, as
+/// [`rmw_word`] does one by one, with the operation chosen once for the run. The old values
+/// land in `fetched` (as long as `operands`) when given.
+pub(crate) fn rmw_run(
+    words: Words<'_>,
+    elem: Elem,
+    op: Op,
+    operands: &[u8],
+    fetched: Option<&mut [u8]>,
+) {
+    let sum = op == Op::Sum && !elem.is_float();
+    // One loop per kind of operation, chosen before it: `each!(w, operand => old)`.
+    macro_rules! run {
+        ($words:expr, $t:ty) => {{
+            const N: usize = size_of::<$t>();
+            let words = $words;
+            let operands = operands
+                .chunks_exact(N)
+                .map(|o| <$t>::from_le_bytes(o.try_into().expect("N bytes")));
+            let mut fetched = fetched.map(|f| f.chunks_exact_mut(N));
+            macro_rules! each {
+                ($w:ident, $operand:ident => $old:expr) => {
+                    for ($w, $operand) in words.iter().zip(operands) {
+                        let old: $t = $old;
+                        if let Some(f) = fetched.as_mut().and_then(Iterator::next) {
+                            f.copy_from_slice(&old.to_le_bytes());
+                        }
+                    }
+                };
+            }
+            match op {
+                Op::NoOp => each!(w, _o => w.load(Ordering::SeqCst)),
+                Op::Replace => each!(w, o => w.swap(o, Ordering::SeqCst)),
+                _ if sum => each!(w, o => w.fetch_add(o, Ordering::SeqCst)),
+                _ => each!(w, o => w
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
+                        Some(combine(elem, op, old as u64, o as u64) as $t)
+                    })
+                    .unwrap_or_else(|old| old)),
+            }
+        }};
+    }
+    match words {
+        Words::U64(w) => run!(w, u64),
+        Words::U32(w) => run!(w, u32),
+    }
+}
+
 impl Transport for ShmTransport<'_> {
     fn caps(&self) -> &Caps {
         &self.caps
@@ -559,14 +627,8 @@ impl Transport for ShmTransport<'_> {
         match self.cpu(target, space, offset, size)? {
             Some(m) => {
                 // The whole range first, so that an access beyond it changes no element.
-                let elements = m.sub(offset, acc.operands.len())?;
-                let mut fetched = fetched.map(|f| f.chunks_exact_mut(size));
-                for i in 0..acc.count() {
-                    let old = rmw(&elements, i * size, acc.element(i))?;
-                    if let Some(f) = fetched.as_mut().and_then(Iterator::next) {
-                        f.copy_from_slice(&old.to_le_bytes()[..size]);
-                    }
-                }
+                let words = Words::of(m, offset, acc.elem, acc.count())?;
+                rmw_run(words, acc.elem, acc.op, acc.operands, fetched);
                 Ok(())
             }
             None => {

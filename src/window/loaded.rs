@@ -26,7 +26,7 @@ use super::{AtomicElem, Extent, Flavor, Op, Window};
 use crate::protocol::layout;
 use crate::protocol::passive::Access;
 use crate::transport::AccOp;
-use crate::transport::shm::{Word, rmw_word};
+use crate::transport::shm::{Word, Words, rmw_run, rmw_word};
 use crate::wait;
 use onesided_shm::SyncMem;
 use std::sync::atomic::{AtomicBool, Ordering, fence};
@@ -163,7 +163,7 @@ impl<'a> Loaded<'a> {
         disp: usize,
         op: Op,
         operands: &[T],
-        mut result: Option<&mut [T]>,
+        result: Option<&mut [T]>,
     ) -> bool {
         let size = T::ELEM.size();
         let Some(len) = operands.len().checked_mul(size) else {
@@ -175,22 +175,17 @@ impl<'a> Loaded<'a> {
         let Some(mem) = self.elements.get(target).and_then(Option::as_ref) else {
             return false;
         };
-        let word = |at| element(mem, at, size);
-        // The first and the last element aligned and inside, so every one between is: checked
-        // before the first is changed.
-        let last = off + len.saturating_sub(size);
-        if word(off).is_none() || word(last).is_none() {
+        // Every element aligned and inside, checked before the first is changed.
+        let n = operands.len();
+        let words = match size {
+            8 => mem.atomic_u64s(off, n).map(Words::U64),
+            _ => mem.atomic_u32s(off, n).map(Words::U32),
+        };
+        let Ok(words) = words else {
             return false;
-        }
-        for (i, &operand) in operands.iter().enumerate() {
-            let Some(word) = word(off + i * size) else {
-                return false; // Not reached: checked above.
-            };
-            let old = rmw_word(word, one_element(AccOp::Apply(op), operand, self.same_op));
-            if let Some(slot) = result.as_deref_mut().and_then(|r| r.get_mut(i)) {
-                *slot = from_bits(old);
-            }
-        }
+        };
+        let fetched = result.map(bytemuck::cast_slice_mut);
+        rmw_run(words, T::ELEM, op, bytemuck::cast_slice(operands), fetched);
         self.note_moved(true);
         true
     }
