@@ -96,6 +96,7 @@ rows=(
   "compare_and_swap|cas_latency -T long|cas|MPI_Compare_and_swap,MPI_Win_flush"
   "fetch_and_op|fop_latency -T long|fop|MPI_Fetch_and_op,MPI_Win_flush"
   "accumulate|acc_latency -T long -m 8:8 -s flush|acc|MPI_Accumulate,MPI_Win_flush"
+  "accumulate 4KiB|acc_latency -T int -m 4K:4K -s flush|acc4k|MPI_Accumulate,MPI_Win_flush"
   "put+flush 4KiB|put_latency -m 4K:4K -s flush|flush4k|MPI_Put,MPI_Win_flush"
   "get+flush 4KiB|get_latency -m 4K:4K -s flush|get4k|MPI_Get,MPI_Win_flush"
   "fence|fence_latency -n 2|fence|MPI_Win_fence"

@@ -1,13 +1,13 @@
 /* The MPI side of onesided's comparisons: the OSU one-sided timed loops for 8-byte put with
  * -s lock, -s lock_all, -s flush and -s pscw (2 ranks); inside one shared lock, get, 4 KiB put
- * and get, compare-and-swap, fetch-and-op, accumulate (a long, MPI_SUM) and a vector accumulate
- * (64 KiB of floats, MPI_SUM: acc64k, as `onesided bench acc_latency -T float -m 64K:64K`), each
- * with a flush;
+ * and get, compare-and-swap, fetch-and-op, accumulate (a long, MPI_SUM) and vector accumulates
+ * (MPI_SUM of 4 KiB of ints: acc4k, as `onesided bench acc_latency -T int -m 4K:4K`; of 64 KiB
+ * of floats: acc64k, as `-T float -m 64K:64K`), each with a flush;
  * and a fence latency over N ranks, written
  * against plain MPI so that `mpirun --mca osc sm` measures Open MPI's shared-memory RMA the way
  * `onesided bench` measures onesided. Prints `test ranks us` lines; see compare/README.md.
  *
- * Usage: osc_rma lock|lock_all|flush|get|flush4k|get4k|cas|fop|acc|acc64k|pscw|fence ITERS WARMUP
+ * Usage: osc_rma lock|lock_all|flush|get|flush4k|get4k|cas|fop|acc|acc4k|acc64k|pscw|fence ITERS WARMUP
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -90,6 +90,10 @@ static double loop(const char *test, MPI_Win win, int rank, int size, long iters
             } else if (!strcmp(test, "acc")) {
                 MPI_Accumulate(&one, 1, MPI_LONG, 1, 0, 1, MPI_LONG, MPI_SUM, win);
                 MPI_Win_flush(1, win);
+            } else if (!strcmp(test, "acc4k")) {
+                int n = 4096 / sizeof(int);
+                MPI_Accumulate(buf, n, MPI_INT, 1, 0, n, MPI_INT, MPI_SUM, win);
+                MPI_Win_flush(1, win);
             } else if (!strcmp(test, "acc64k")) {
                 int n = BUF / sizeof(float);
                 MPI_Accumulate(buf, n, MPI_FLOAT, 1, 0, n, MPI_FLOAT, MPI_SUM, win);
@@ -112,7 +116,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     if (argc != 4) {
-        fprintf(stderr, "usage: osc_rma lock|lock_all|flush|get|flush4k|get4k|cas|fop|acc|acc64k|pscw|fence ITERS WARMUP\n");
+        fprintf(stderr, "usage: osc_rma lock|lock_all|flush|get|flush4k|get4k|cas|fop|acc|acc4k|acc64k|pscw|fence ITERS WARMUP\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const char *test = argv[1];
