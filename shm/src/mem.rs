@@ -193,27 +193,11 @@ impl<'a> Mem<'a> {
         Ok(())
     }
 
-    /// The address of the `size`-byte word at `offset`, which must be in range and aligned to
-    /// `size`.
-    fn word(&self, offset: usize, size: usize) -> Result<*mut u8, OutOfRange> {
-        self.check(offset, size)?;
-        // SAFETY: `offset + size <= len` was checked, so the pointer stays inside the block.
-        let p = unsafe { self.ptr.as_ptr().add(offset) };
-        if !(p as usize).is_multiple_of(size) {
-            return Err(OutOfRange {
-                offset,
-                len: size,
-                limit: self.len,
-            });
-        }
-        Ok(p)
-    }
-
     /// The 8-byte atomic word at `offset` (which must be 8-aligned in memory).
     #[inline]
     pub fn atomic_u64(&self, offset: usize) -> Result<&AtomicU64, OutOfRange> {
-        let p = self.word(offset, 8)?;
-        // SAFETY: in range and aligned (checked by `word`), and the memory lives as long as
+        let p = self.words(offset, 1, 8)?;
+        // SAFETY: in range and aligned (checked by `words`), and the memory lives as long as
         // `self`; all concurrent accessors of these words use atomics.
         Ok(unsafe { AtomicU64::from_ptr(p.cast()) })
     }
@@ -221,13 +205,14 @@ impl<'a> Mem<'a> {
     /// The 4-byte atomic word at `offset` (4-aligned), e.g. for futex waits.
     #[inline]
     pub fn atomic_u32(&self, offset: usize) -> Result<&AtomicU32, OutOfRange> {
-        let p = self.word(offset, 4)?;
-        // SAFETY: in range and aligned (checked by `word`); lives as long as `self`.
+        let p = self.words(offset, 1, 4)?;
+        // SAFETY: in range and aligned (checked by `words`); lives as long as `self`.
         Ok(unsafe { AtomicU32::from_ptr(p.cast()) })
     }
 
     /// The address of `count` consecutive `size`-byte words from `offset`, which must all be
     /// in range and the first aligned to `size` (so every one is).
+    #[inline]
     fn words(&self, offset: usize, count: usize, size: usize) -> Result<*mut u8, OutOfRange> {
         let len = count.checked_mul(size).ok_or(OutOfRange {
             offset,
